@@ -1,0 +1,9 @@
+"""dpclip_lab: gradient clipping in differentially private optimization, as a lab.
+
+The package grows with the book: every function a chapter uses is importable here.
+"""
+__version__ = "0.1.0"
+
+from .clipping import clip, clip_factor, clip_per_block, clipped_fraction, safe_norm
+
+__all__ = ["__version__", "clip", "clip_factor", "clip_per_block", "clipped_fraction", "safe_norm"]
