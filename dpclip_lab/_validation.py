@@ -23,11 +23,9 @@ __all__ = [
 
 
 def _as_float(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real):
-        try:
-            value = float(value)
-        except (TypeError, ValueError):
-            raise TypeError(f"{name} must be a real number, got {value!r}") from None
+    if isinstance(value, (bool, str, bytes)) or not (
+            isinstance(value, Real) or (hasattr(value, "__float__") and getattr(value, "ndim", 0) == 0)):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
     value = float(value)
     if math.isnan(value):
         raise ValueError(f"{name} must be a real number, got nan")

@@ -1,0 +1,277 @@
+"""Data: the papers' synthetic constructions and small real sets that ship offline.
+
+Nothing here touches the network. Real data come from scikit-learn's bundled
+copies (breast cancer, digits); MNIST is read from IDX files at a local path
+the reader supplies (:func:`load_mnist`).
+
+Every constructor returns float64 tensors by default (``dtype=`` and ``device=``
+change that) and takes an explicit ``seed`` where randomness is involved.
+"""
+from __future__ import annotations
+
+import gzip
+import math
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ._validation import check_int, check_positive
+from .glp import GLProblem, MeanEstimation
+from .losses import Huber, Logistic, Squared
+
+__all__ = [
+    "Dataset", "breast_cancer", "digits", "load_mnist", "read_idx", "write_idx",
+    "song_logistic_lower_bound", "song_logistic_huber_minimizer", "song_squared_lower_bound",
+    "chen_example1", "chen_example2", "chen_mixture", "dice_constant_bias",
+]
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A train/test split: ``X_train [n, p]``, ``y_train [n]``, ``X_test``, ``y_test``."""
+
+    X_train: torch.Tensor
+    y_train: torch.Tensor
+    X_test: torch.Tensor
+    y_test: torch.Tensor
+    description: str = ""
+
+    @property
+    def n(self) -> int:
+        return self.X_train.shape[0]
+
+    @property
+    def p(self) -> int:
+        return self.X_train.shape[1]
+
+
+def _split_standardize(X, y, *, test_size, seed, intercept, unit_norm, dtype, device, description):
+    from sklearn.model_selection import train_test_split
+
+    if not (0 < test_size < 1):
+        raise ValueError(f"test_size must lie in (0, 1), got {test_size!r}")
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=test_size, random_state=seed, stratify=y)
+    mu, sd = Xtr.mean(0), Xtr.std(0)
+    sd[sd == 0] = 1.0  # constant pixels in digits
+    Xtr, Xte = (Xtr - mu) / sd, (Xte - mu) / sd
+    if intercept:
+        Xtr = np.hstack([Xtr, np.ones((len(Xtr), 1))])
+        Xte = np.hstack([Xte, np.ones((len(Xte), 1))])
+    if unit_norm:  # one scale for train and test: max train row norm becomes 1
+        scale = np.linalg.norm(Xtr, axis=1).max()
+        Xtr, Xte = Xtr / scale, Xte / scale
+    t = lambda a: torch.as_tensor(np.ascontiguousarray(a), dtype=dtype, device=device)  # noqa: E731
+    return Dataset(t(Xtr), t(ytr), t(Xte), t(yte), description)
+
+
+def breast_cancer(*, seed: int = 0, test_size: float = 0.25, intercept: bool = True,
+                  unit_norm: bool = True, dtype=torch.float64, device=None) -> Dataset:
+    """scikit-learn's Wisconsin breast-cancer set (569 × 30), labels in ``{−1, +1}``.
+
+    Standardized with training statistics, an intercept column appended, and
+    all rows divided by the largest training row norm, so ``||x|| ≤ 1`` on the
+    training set: then every logistic-loss gradient has norm ≤ 1 and a clip norm
+    ``C ≥ 1`` never clips (Song et al.'s ``L ≥`` Lipschitz constant regime).
+    The split is stratified and fixed by ``seed``.
+    """
+    from sklearn.datasets import load_breast_cancer
+
+    d = load_breast_cancer()
+    y = np.where(d.target == 1, 1.0, -1.0)  # +1 = benign
+    return _split_standardize(d.data, y, test_size=test_size, seed=seed, intercept=intercept,
+                              unit_norm=unit_norm, dtype=dtype, device=device,
+                              description="Wisconsin breast cancer (scikit-learn), +1 = benign")
+
+
+def digits(*, seed: int = 0, test_size: float = 0.25, classes=None, intercept: bool = True,
+           unit_norm: bool = True, images: bool = False, dtype=torch.float64, device=None) -> Dataset:
+    """scikit-learn's 8×8 handwritten digits (1797 images, 10 classes).
+
+    ``classes=(a, b)`` keeps two digits with labels ``−1`` (a) and ``+1`` (b) for
+    binary GLPs; otherwise labels are the integers 0–9. ``images=True`` returns
+    unstandardized ``[n, 1, 8, 8]`` pixel tensors in [0, 1] for CNNs (a small
+    stand-in for MNIST; say so when you use it).
+    """
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    X, y = d.data.astype(np.float64), d.target.astype(np.int64)
+    if classes is not None:
+        a, b = classes
+        keep = (y == a) | (y == b)
+        X, y = X[keep], np.where(y[keep] == b, 1.0, -1.0)
+    desc = "digits (scikit-learn, 8x8)" + (f", {classes[0]} vs {classes[1]}" if classes else "")
+    if images:
+        from sklearn.model_selection import train_test_split
+
+        Xtr, Xte, ytr, yte = train_test_split(X / 16.0, y, test_size=test_size, random_state=seed, stratify=y)
+        img = lambda a: torch.as_tensor(a, dtype=dtype, device=device).reshape(-1, 1, 8, 8)  # noqa: E731
+        lab = lambda a: torch.as_tensor(a, device=device)  # noqa: E731
+        return Dataset(img(Xtr), lab(ytr), img(Xte), lab(yte), desc)
+    ds = _split_standardize(X, y, test_size=test_size, seed=seed, intercept=intercept,
+                            unit_norm=unit_norm, dtype=dtype, device=device, description=desc)
+    if classes is None:  # integer class labels
+        ds = Dataset(ds.X_train, ds.y_train.long(), ds.X_test, ds.y_test.long(), desc)
+    return ds
+
+
+# -- MNIST from local IDX files ---------------------------------------------------------
+_IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+
+
+def read_idx(path) -> np.ndarray:
+    """Read an IDX file (the MNIST format; ``.gz`` allowed) into a numpy array."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    if len(data) < 4 or data[0] != 0 or data[1] != 0:
+        raise ValueError(f"{path} is not an IDX file (bad magic number)")
+    code, ndim = data[2], data[3]
+    if code not in _IDX_DTYPES:
+        raise ValueError(f"{path}: unknown IDX element type 0x{code:02x}")
+    shape = struct.unpack(f">{ndim}I", data[4:4 + 4 * ndim])
+    arr = np.frombuffer(data, dtype=_IDX_DTYPES[code], offset=4 + 4 * ndim)
+    if arr.size != math.prod(shape):
+        raise ValueError(f"{path}: header says shape {shape} but holds {arr.size} elements")
+    return arr.reshape(shape)
+
+
+def write_idx(path, array: np.ndarray) -> None:
+    """Write a uint8 array as an IDX file (used by the tests to ship a tiny MNIST)."""
+    array = np.asarray(array, dtype=np.uint8)
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "wb") as f:
+        f.write(bytes([0, 0, 0x08, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape))
+        f.write(array.tobytes())
+
+
+def load_mnist(path=None, *, dtype=torch.float32, device=None, limit: int | None = None) -> Dataset:
+    """MNIST from the four standard IDX files in a local folder (no download).
+
+    ``path`` defaults to the ``DPCLIP_MNIST`` environment variable. Files may
+    be gzipped. Returns images ``[n, 1, 28, 28]`` in [0, 1] and integer labels.
+    Raises ``FileNotFoundError`` with instructions if the files are absent — the
+    book then falls back to :func:`digits` and says so.
+    """
+    path = path or os.environ.get("DPCLIP_MNIST")
+    if path is None:
+        raise FileNotFoundError("load_mnist needs path= or the DPCLIP_MNIST environment variable "
+                                "pointing at a folder with the four MNIST IDX files")
+    folder = Path(path)
+
+    def find(stem):
+        for name in (stem, stem + ".gz", stem.replace("-idx", ".idx"), stem.replace("-idx", ".idx") + ".gz"):
+            if (folder / name).exists():
+                return folder / name
+        raise FileNotFoundError(f"{folder} has no {stem}[.gz]; expected the four MNIST IDX files")
+
+    parts = {}
+    for split, prefix in (("train", "train"), ("test", "t10k")):
+        X = read_idx(find(f"{prefix}-images-idx3-ubyte"))
+        y = read_idx(find(f"{prefix}-labels-idx1-ubyte"))
+        if X.shape[0] != y.shape[0]:
+            raise ValueError(f"MNIST {split}: {X.shape[0]} images but {y.shape[0]} labels")
+        if limit is not None:
+            X, y = X[:limit], y[:limit]
+        parts[split] = (torch.as_tensor(X.astype(np.float32) / 255.0, dtype=dtype, device=device).unsqueeze(1),
+                        torch.as_tensor(y.astype(np.int64), device=device))
+    return Dataset(*parts["train"], *parts["test"], description=f"MNIST from {folder}")
+
+
+# -- the papers' constructions ------------------------------------------------------------
+def song_logistic_lower_bound(n: int, *, dtype=torch.float64, device=None) -> GLProblem:
+    """Song, Thakkar, Thakurta (2021), Thm 3.2: ``{(1/2, +1)}^{2n} ∪ {(1, −1)}^n``, logistic loss.
+
+    One-dimensional (p = 1). The unclipped minimizer is ``θ* = 0``; with clip
+    norm ``L < 1/2`` the clipped objective is minimized at ``θ_huber`` (see
+    :func:`song_logistic_huber_minimizer`), an Ω(1) excess risk.
+    """
+    n = check_int(n, "n", minimum=1)
+    x = torch.cat([torch.full((2 * n,), 0.5), torch.ones(n)]).to(dtype=dtype, device=device)
+    y = torch.cat([torch.ones(2 * n), -torch.ones(n)]).to(dtype=dtype, device=device)
+    return GLProblem(x.unsqueeze(1), y, Logistic())
+
+
+def song_logistic_huber_minimizer(clip_norm: float) -> float:
+    """``θ_huber = 2 log(1/L − 1)`` for the Thm 3.2 dataset, as printed in the paper.
+
+    (The paper's proof needs ``L`` small enough that the ``(1/2, +1)`` examples
+    are clipped at ``θ_huber``; the book checks this against the exact minimizer.)
+    """
+    L = check_positive(clip_norm, "clip_norm")
+    if L >= 0.5:
+        raise ValueError(f"clip_norm must lie in (0, 0.5) for the Thm 3.2 formula, got {clip_norm!r}")
+    return 2.0 * math.log(1.0 / L - 1.0)
+
+
+def song_squared_lower_bound(n: int, clip_norm: float, *, dtype=torch.float64, device=None) -> GLProblem:
+    """Song et al. Thm B.4: data ``{0}^n ∪ {L}^n ∪ {8L}^n`` on ``[0, 8L]``, loss ``(θ − x)²``.
+
+    Encoded as a GLP with feature 1 and response ``x_i`` (``Squared(scale=1)``),
+    so the gradient is ``2(θ − x_i)``. Minimizer ``θ* = 3L``; clipping at ``L``
+    leaves an Ω(L²) excess risk, and Huberizing at 16L (no clipping on
+    ``[0, 8L]``) removes it.
+    """
+    n = check_int(n, "n", minimum=1)
+    L = check_positive(clip_norm, "clip_norm")
+    pts = torch.cat([torch.zeros(n), torch.full((n,), L), torch.full((n,), 8 * L)]).to(dtype=dtype, device=device)
+    return GLProblem(torch.ones_like(pts).unsqueeze(1), pts, Squared(scale=1.0))
+
+
+def chen_example1(*, dtype=torch.float64, device=None) -> GLProblem:
+    """Chen, Wu, Hong (2020), Example 1: ``f(x) = (1/3) Σ ½(x − a_i)²``, ``a = (−3, −3, 9)``.
+
+    ``x* = 1``; with clip norm ``c = 1`` all three gradients are clipped at
+    ``x*`` and the expected clipped gradient there is ``1/3``: clipped SGD moves away.
+    """
+    a = torch.tensor([-3.0, -3.0, 9.0], dtype=dtype, device=device)
+    return GLProblem(torch.ones_like(a).unsqueeze(1), a, Squared(scale=0.5))
+
+
+def chen_example2(*, dtype=torch.float64, device=None) -> GLProblem:
+    """Chen, Wu, Hong (2020), Example 2: ``a = (−3, 3)``; with ``c = 1`` every ``x ∈ [−2, 2]`` is stationary."""
+    a = torch.tensor([-3.0, 3.0], dtype=dtype, device=device)
+    return GLProblem(torch.ones_like(a).unsqueeze(1), a, Squared(scale=0.5))
+
+
+def chen_mixture(n: int = 10_000, p: int = 10, *, seed: int = 0, dtype=torch.float64,
+                 device=None) -> MeanEstimation:
+    """Chen, Wu, Hong (2020), §5: ``z_i`` from a 3-component isotropic Gaussian mixture in ℝ^p.
+
+    Component covariances are ``I``; the three means are drawn from
+    ``N(0, 36 I)``, ``N(0, 4 I)`` and ``N(0, I)``; components equally likely (the
+    paper does not give the weights — an assumption, stated in the book).
+    """
+    n = check_int(n, "n", minimum=1)
+    p = check_int(p, "p", minimum=1)
+    g = torch.Generator().manual_seed(int(seed))
+    means = torch.randn(3, p, generator=g, dtype=torch.float64) * torch.tensor([[6.0], [2.0], [1.0]], dtype=torch.float64)
+    comp = torch.randint(0, 3, (n,), generator=g)
+    Z = means[comp] + torch.randn(n, p, generator=g, dtype=torch.float64)
+    return MeanEstimation(Z.to(dtype=dtype, device=device))
+
+
+def dice_constant_bias(clip_norm: float, *, dtype=torch.float64, device=None) -> GLProblem:
+    """DiceSGD (Zhang et al. 2024), App. B.1: a problem where clipped SGD keeps an O(1) bias.
+
+    Per-example loss: the Huber loss of ``x − ξ_i`` with threshold ``C'``
+    (gradient ``clip(x − ξ_i, −C', C')``); ``N = C' + 1`` samples with
+    ``ξ_i = −1`` for ``i ≤ C'`` and ``ξ_N = C'``. The stationary point of SGD is
+    ``x* = 0``; clipped SGD with threshold ``C`` stops at ``C/C' − 1``.
+
+    The paper takes ``C' = ⌊C⌋ + 1`` (the PDF is garbled here). For ``C < 1`` that
+    gives ``C' = 1``, and then every point of ``[C − 1, 1 − C]`` — including
+    ``x* = 0`` — is stationary for clipped SGD, so the example shows no bias. We
+    take ``C' = max(⌊C⌋ + 1, 2)``, which keeps the paper's construction for
+    ``C ≥ 1`` and makes the fixed point ``C/C' − 1`` unique for every ``C``.
+    """
+    C = check_positive(clip_norm, "clip_norm")
+    Cp = max(math.floor(C) + 1, 2)
+    xi = torch.tensor([-1.0] * Cp + [float(Cp)], dtype=dtype, device=device)
+    return GLProblem(torch.ones_like(xi).unsqueeze(1), xi, Huber(delta=float(Cp)))

@@ -1,0 +1,55 @@
+"""Clipping is Huberization (Song, Thakkar, Thakurta 2021, Lemma 3.1).
+
+For a convex scalar loss ``f`` and an example with features ``x ≠ 0``, clipping
+the gradient ``f'(⟨θ, x⟩)·x`` to norm ``C`` is the same as clipping the scalar
+derivative ``f'`` to ``[−c, c]`` with ``c = C / ||x||``. Lemma 3.1 shows that the
+clipped derivative is the derivative of a convex function ``g_x``:
+``g_x = f`` between the points ``y1 ≤ y2`` where ``f'`` crosses ``−c`` and ``c``,
+and ``g_x`` continues linearly with slope ``∓c`` outside. In closed form,
+
+    g_x(z) = f(clamp(z, y1, y2)) + c · |z − clamp(z, y1, y2)|,
+
+which is also the infimal convolution ``min_u f(u) + c|z − u|`` (the form
+:func:`dpclip_lab.optima.minimize` hands to cvxpy). Noise-free clipped gradient
+descent therefore minimizes ``L_clipped(θ) = (1/n) Σ g_{x_i}(⟨θ, x_i⟩)`` — the
+objective whose minimizer clipped DP-GD actually approaches.
+"""
+from __future__ import annotations
+
+import torch
+
+from .losses import Loss
+
+__all__ = ["huberization_points", "huberized_value", "huberized_derivative"]
+
+
+def _require_convex(loss: Loss) -> None:
+    if not loss.convex:
+        raise ValueError(f"Lemma 3.1 (Huberization) needs a convex loss; {loss!r} is not convex")
+
+
+def huberization_points(loss: Loss, y: torch.Tensor, c: torch.Tensor):
+    """The points ``(y1, y2)`` of Lemma 3.1 where ``f'(·; y)`` crosses ``−c`` and ``+c``.
+
+    ``y1 = −inf`` when ``f' > −c`` everywhere and ``y2 = +inf`` when ``f' < c``
+    everywhere (nothing is clipped on that side).
+    """
+    _require_convex(loss)
+    c = torch.as_tensor(c, dtype=y.dtype, device=y.device)
+    return loss.derivative_inverse(-c, y), loss.derivative_inverse(c, y)
+
+
+def huberized_value(loss: Loss, z: torch.Tensor, y: torch.Tensor, c) -> torch.Tensor:
+    """The clipped (Huberized) loss ``g(z)`` of Lemma 3.1 with derivative bound ``c``."""
+    c = torch.as_tensor(c, dtype=z.dtype, device=z.device)
+    y1, y2 = huberization_points(loss, y, c)
+    zc = torch.maximum(torch.minimum(z, y2), y1)
+    tail = torch.where(z == zc, torch.zeros_like(z), c * (z - zc).abs())
+    return loss.value(zc, y) + tail
+
+
+def huberized_derivative(loss: Loss, z: torch.Tensor, y: torch.Tensor, c) -> torch.Tensor:
+    """``g'(z) = clamp(f'(z), −c, c)``: the clipped derivative (Lemma 3.1)."""
+    _require_convex(loss)
+    c = torch.as_tensor(c, dtype=z.dtype, device=z.device)
+    return torch.maximum(torch.minimum(loss.derivative(z, y), c), -c)

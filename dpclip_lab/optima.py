@@ -1,0 +1,80 @@
+"""Exact optima with cvxpy, to measure excess risk honestly.
+
+:func:`minimize` solves a convex generalized linear problem — or its clipped
+(Huberized) version of Song, Thakkar, Thakurta (2021) Lemma 3.1 — to solver
+precision. The Huberized loss is written as the infimal convolution
+``g(z) = min_u f(u) + c·|z − u|`` with ``c = C/||x||``, which is exactly the
+``g_x`` of Lemma 3.1 and is DCP-representable for every convex loss here.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ._validation import check_positive
+from .glp import GLProblem
+from .losses import Huber, Logistic, QHinge, QNormRegression, Squared
+
+__all__ = ["minimize"]
+
+
+def _cvx_loss(loss, z, y):
+    import cvxpy as cp
+
+    if isinstance(loss, Logistic):
+        return cp.logistic(-cp.multiply(y, z))
+    if isinstance(loss, Squared):
+        return loss.scale * cp.square(z - y)
+    if isinstance(loss, QNormRegression):
+        r = cp.abs(z - y)
+        return r if loss.q == 1.0 else cp.power(r, loss.q)
+    if isinstance(loss, QHinge):
+        m = cp.pos(1 - cp.multiply(y, z))
+        return m if loss.q == 1.0 else cp.power(m, loss.q)
+    if isinstance(loss, Huber):  # cvxpy's huber is 2x ours
+        return 0.5 * cp.huber(z - y, loss.delta)
+    raise TypeError(f"no cvxpy form for {loss!r} (exact optima need a convex loss of dpclip_lab.losses)")
+
+
+def minimize(problem: GLProblem, *, clip_norm=None, radius=None, solver=None) -> torch.Tensor:
+    """The exact minimizer of a convex GLP, optionally clipped and constrained.
+
+    Parameters
+    ----------
+    problem : GLProblem
+        A generalized linear problem with a convex loss.
+    clip_norm : float, optional
+        If given, minimize the clipped objective ``L_clipped^(C)`` of Lemma 3.1
+        (what noise-free clipped gradient descent converges to) instead of ``L``.
+    radius : float, optional
+        Constrain ``||θ||_2 ≤ radius`` (the projection set of Song et al. Alg. 1).
+    solver : str, optional
+        A cvxpy solver name (default: cvxpy's choice; Clarabel here).
+
+    Returns
+    -------
+    Tensor[p] on the problem's device and dtype. The minimizer may be non-unique
+    (e.g. Chen et al. Example 2 clipped); then cvxpy returns one of them.
+    """
+    import cvxpy as cp
+
+    if not isinstance(problem, GLProblem):
+        raise TypeError("minimize needs a GLProblem")
+    X = problem.X.detach().cpu().double().numpy()
+    y = problem.y.detach().cpu().double().numpy()
+    theta = cp.Variable(problem.p)
+    z = X @ theta
+    if clip_norm is None:
+        terms = _cvx_loss(problem.loss, z, y)
+    else:
+        C = check_positive(clip_norm, "clip_norm")
+        c = C / np.maximum(problem.feature_norms.detach().cpu().double().numpy(), 1e-300)
+        u = cp.Variable(problem.n)
+        terms = _cvx_loss(problem.loss, u, y) + cp.multiply(c, cp.abs(z - u))
+    constraints = [] if radius is None else [cp.norm(theta, 2) <= check_positive(radius, "radius")]
+    prob = cp.Problem(cp.Minimize(cp.sum(terms) / problem.n), constraints)
+    prob.solve(solver=solver)
+    if prob.status not in ("optimal", "optimal_inaccurate") or theta.value is None:
+        raise RuntimeError(f"cvxpy could not solve the problem (status {prob.status!r}); "
+                           "the objective may be unbounded below (e.g. separable data without a constraint)")
+    return torch.as_tensor(theta.value, dtype=problem.X.dtype, device=problem.X.device)

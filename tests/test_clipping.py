@@ -1,0 +1,84 @@
+"""Per-example clipping: invariants (hypothesis), broadcasting, per-block clipping, bad input."""
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+from hypothesis.extra.numpy import arrays
+
+import dpclip_lab as dl
+
+finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
+norms = st.floats(min_value=1e-6, max_value=1e6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(arrays("float64", st.tuples(st.integers(1, 6), st.integers(1, 5)), elements=finite), norms)
+def test_clip_invariants(g_np, C):
+    g = torch.as_tensor(g_np)
+    out = dl.clip(g, C)
+    n_in, n_out = torch.linalg.vector_norm(g, dim=-1), torch.linalg.vector_norm(out, dim=-1)
+    assert bool((n_out <= C * (1 + 1e-12)).all())                       # norm <= C
+    inside = n_in <= C
+    assert torch.equal(out[inside], g[inside])                          # identity inside the ball
+    # direction kept: out = s * g with s in (0, 1]
+    unit = lambda v: v / v.abs().amax(-1, keepdim=True).clamp_min(1e-300)  # noqa: E731 (no underflow)
+    nz = n_in > 0
+    assert torch.allclose(unit(out[nz]), unit(g[nz]), rtol=1e-9, atol=1e-12)
+    assert bool((n_out[~inside] > C * (1 - 1e-9)).all())                # clipped ones land on the sphere
+
+
+def test_zero_vectors_are_exact_and_huge_norms_finite(device):
+    g = torch.tensor([[0.0, 0.0], [1e30, -1e30], [3.0, 4.0]], device=device)
+    out = dl.clip(g, 1.0)
+    assert torch.equal(out[0], torch.zeros(2, device=device))
+    assert bool(torch.isfinite(out).all())
+    assert torch.allclose(out[1], torch.tensor([1.0, -1.0], device=device) / math.sqrt(2))
+    assert torch.allclose(dl.clip(g, 1e30)[2], g[2])                    # C up to 1e30: no clipping, no overflow
+    assert dl.safe_norm(torch.tensor([[1e30, 1e30]])).item() == pytest.approx(math.sqrt(2) * 1e30)
+
+
+def test_many_norms_in_one_call():
+    g = torch.randn(7, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) * 5
+    Cs = torch.tensor([0.1, 1.0, 10.0], dtype=torch.float64)
+    out = dl.clip(g, Cs[:, None])                                        # [3, 7, 3]
+    assert out.shape == (3, 7, 3)
+    for k, C in enumerate(Cs):
+        assert torch.allclose(out[k], dl.clip(g, float(C)))
+
+
+def test_clipped_fraction_and_factor():
+    g = torch.tensor([[3.0, 4.0], [0.3, 0.4], [0.0, 0.0]])
+    assert dl.clipped_fraction(g, 1.0).item() == pytest.approx(1 / 3)
+    assert torch.allclose(dl.clip_factor(torch.tensor([5.0, 0.5, 0.0]), 1.0), torch.tensor([0.2, 1.0, 1.0]))
+
+
+def test_per_block_clipping():
+    g = torch.tensor([[3.0, 4.0, 0.3, 0.4]])
+    out = dl.clip_per_block(g, 1.0, 2)
+    assert torch.allclose(out, torch.tensor([[0.6, 0.8, 0.3, 0.4]]))
+    out2 = dl.clip_per_block(g, 1.0, [1, 3])
+    assert torch.allclose(out2[0, :1], torch.tensor([1.0]))
+    with pytest.raises(ValueError, match="blocks=3 does not divide"):
+        dl.clip_per_block(g, 1.0, 3)
+    with pytest.raises(ValueError, match="sum to 3"):
+        dl.clip_per_block(g, 1.0, [1, 2])
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf")])
+def test_bad_clip_norm(bad):
+    with pytest.raises(ValueError, match="clip_norm"):
+        dl.clip(torch.ones(2, 3), bad)
+    with pytest.raises(ValueError, match="clip_norm"):
+        dl.clip(torch.ones(2, 3), torch.tensor([1.0, bad]))
+
+
+def test_bad_gradients_and_shapes():
+    with pytest.raises(ValueError, match="g contains 1 NaN"):
+        dl.clip(torch.tensor([[1.0, float("nan")]]), 1.0)
+    with pytest.raises(ValueError, match="inf"):
+        dl.clip(torch.tensor([[1.0, float("inf")]]), 1.0)
+    with pytest.raises(ValueError, match="does not broadcast"):
+        dl.clip(torch.ones(4, 3), torch.ones(5))
+    with pytest.raises(TypeError, match="clip_norm must be a real number"):
+        dl.clip(torch.ones(4, 3), "1")

@@ -1,0 +1,88 @@
+"""Data: real sets ship offline; the papers' constructions have the stated optima; MNIST IDX loader."""
+import numpy as np
+import pytest
+import torch
+
+import dpclip_lab as dl
+
+
+def test_breast_cancer_is_standardized_and_unit_norm():
+    ds = dl.data.breast_cancer(seed=0)
+    assert ds.X_train.shape == (426, 31) and ds.X_test.shape == (143, 31)
+    assert set(ds.y_train.unique().tolist()) == {-1.0, 1.0}
+    assert dl.safe_norm(ds.X_train).max().item() == pytest.approx(1.0)
+    assert torch.allclose(ds.X_train[:, -1], ds.X_train[0, -1].expand(426))   # intercept column
+    assert torch.equal(dl.data.breast_cancer(seed=0).X_train, ds.X_train)      # deterministic
+    assert not torch.equal(dl.data.breast_cancer(seed=1).X_train, ds.X_train)
+
+
+def test_digits_variants():
+    ds = dl.data.digits(classes=(3, 8))
+    assert set(ds.y_train.unique().tolist()) == {-1.0, 1.0}
+    multi = dl.data.digits()
+    assert multi.y_train.dtype == torch.int64 and multi.y_train.max() == 9
+    img = dl.data.digits(images=True, dtype=torch.float32)
+    assert img.X_train.shape[1:] == (1, 8, 8) and img.X_train.max() <= 1.0
+
+
+def test_mnist_loader_on_tiny_idx(tmp_path):
+    rng = np.random.default_rng(0)
+    for prefix, n in (("train", 12), ("t10k", 5)):
+        dl.data.write_idx(tmp_path / f"{prefix}-images-idx3-ubyte.gz", rng.integers(0, 256, (n, 28, 28)))
+        dl.data.write_idx(tmp_path / f"{prefix}-labels-idx1-ubyte", rng.integers(0, 10, n))
+    ds = dl.data.load_mnist(tmp_path)
+    assert ds.X_train.shape == (12, 1, 28, 28) and ds.X_test.shape == (5, 1, 28, 28)
+    assert 0.0 <= ds.X_train.min() and ds.X_train.max() <= 1.0
+    assert dl.data.load_mnist(tmp_path, limit=3).X_train.shape[0] == 3
+    raw = dl.data.read_idx(tmp_path / "t10k-labels-idx1-ubyte")
+    assert torch.equal(ds.y_test, torch.as_tensor(raw.astype(np.int64)))
+
+
+def test_mnist_loader_errors(tmp_path, monkeypatch):
+    monkeypatch.delenv("DPCLIP_MNIST", raising=False)
+    with pytest.raises(FileNotFoundError, match="DPCLIP_MNIST"):
+        dl.data.load_mnist()
+    with pytest.raises(FileNotFoundError, match="train-images-idx3-ubyte"):
+        dl.data.load_mnist(tmp_path)
+    (tmp_path / "bad").write_bytes(b"\x01\x02\x03\x04")
+    with pytest.raises(ValueError, match="not an IDX file"):
+        dl.data.read_idx(tmp_path / "bad")
+
+
+def test_song_squared_construction():
+    L = 0.5
+    prob = dl.data.song_squared_lower_bound(10, L)
+    assert dl.optima.minimize(prob).item() == pytest.approx(3 * L, abs=1e-5)       # mean of {0, L, 8L}
+    assert dl.optima.minimize(prob, clip_norm=16 * L).item() == pytest.approx(3 * L, abs=1e-5)  # Huberize at 16L: no bias
+    th = dl.optima.minimize(prob, clip_norm=L).item()
+    gap = (prob.objective(torch.tensor([th], dtype=torch.float64)) - prob.objective(torch.tensor([3 * L], dtype=torch.float64))).item()
+    assert gap > 0.1 * L ** 2                                                       # Ω(L²) excess risk
+
+
+def test_chen_examples():
+    e1 = dl.data.chen_example1()
+    one = torch.tensor([1.0], dtype=torch.float64)
+    assert dl.optima.minimize(e1).item() == pytest.approx(1.0, abs=1e-6)
+    assert e1.clipped_grad(one, 1.0).item() == pytest.approx(1 / 3)               # moves away from x* = 1
+    e2 = dl.data.chen_example2()
+    xs = torch.linspace(-2, 2, 9, dtype=torch.float64)[:, None]
+    assert torch.allclose(e2.clipped_grad(xs, 1.0), torch.zeros(9, 1, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("C", [0.3, 0.5, 1.5, 3.2])
+def test_dice_constant_bias_fixed_point(C):
+    prob = dl.data.dice_constant_bias(C)
+    Cp = max(int(C) + 1, 2)
+    assert abs(dl.optima.minimize(prob).item()) < 1e-6
+    fixed = torch.tensor([C / Cp - 1], dtype=torch.float64)
+    assert abs(prob.clipped_grad(fixed, C).item()) < 1e-12
+    assert prob.clipped_grad(fixed + 1e-3, C).item() > 0 > prob.clipped_grad(fixed - 1e-3, C).item()
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="clip_norm must lie in \\(0, 0.5\\)"):
+        dl.data.song_logistic_huber_minimizer(0.7)
+    with pytest.raises(ValueError, match="n must be an integer >= 1"):
+        dl.data.song_logistic_lower_bound(0)
+    with pytest.raises(ValueError, match="test_size"):
+        dl.data.breast_cancer(test_size=1.5)
