@@ -26,7 +26,7 @@ from .losses import Huber, Logistic, Squared
 __all__ = [
     "Dataset", "breast_cancer", "digits", "load_mnist", "read_idx", "write_idx",
     "song_logistic_lower_bound", "song_logistic_huber_minimizer", "song_squared_lower_bound",
-    "chen_example1", "chen_example2", "chen_mixture", "dice_constant_bias",
+    "chen_example1", "chen_example2", "chen_mixture", "dice_constant_bias", "low_rank_glp",
 ]
 
 
@@ -275,3 +275,34 @@ def dice_constant_bias(clip_norm: float, *, dtype=torch.float64, device=None) ->
     Cp = max(math.floor(C) + 1, 2)
     xi = torch.tensor([-1.0] * Cp + [float(Cp)], dtype=dtype, device=device)
     return GLProblem(torch.ones_like(xi).unsqueeze(1), xi, Huber(delta=float(Cp)))
+
+
+def low_rank_glp(n: int, p: int, rank: int, *, loss=None, seed: int = 0, margin_scale: float = 4.0,
+                 dtype=torch.float64, device=None) -> GLProblem:
+    """A GLP whose features span a ``rank``-dimensional subspace of ℝ^p (Song et al. §4.1).
+
+    Features ``x_i = B^T a_i``: ``a_i ~ N(0, I_rank)`` scaled to ``||x_i|| ≤ 1`` and
+    ``B [rank, p]`` with orthonormal rows drawn at random. Labels follow a
+    logistic model ``P(y = +1) = σ(margin_scale · ⟨w, a_i⟩)`` with a random unit
+    ``w``, so the data are not separable and the minimizer is finite.
+
+    The same ``seed`` gives the same ``a_i`` and labels for every ``p``: the
+    problems for different ``p`` are isometric copies of one another, which is
+    what lets the book vary only the ambient dimension.
+    """
+    n = check_int(n, "n", minimum=1)
+    p = check_int(p, "p", minimum=1)
+    rank = check_int(rank, "rank", minimum=1)
+    if rank > p:
+        raise ValueError(f"rank must be <= p, got rank={rank} > p={p}")
+    g = torch.Generator().manual_seed(int(seed))
+    A = torch.randn(n, rank, generator=g, dtype=torch.float64)
+    A = A / torch.linalg.vector_norm(A, dim=1).max()
+    w = torch.randn(rank, generator=g, dtype=torch.float64)
+    w = w / w.norm()
+    prob_pos = torch.sigmoid(margin_scale * A @ w / A.norm(dim=1).mean())
+    y = torch.where(torch.rand(n, generator=g, dtype=torch.float64) < prob_pos, 1.0, -1.0).double()
+    gb = torch.Generator().manual_seed(int(seed) + 1)
+    B, _ = torch.linalg.qr(torch.randn(p, rank, generator=gb, dtype=torch.float64))
+    X = A @ B.T
+    return GLProblem(X.to(dtype=dtype, device=device), y.to(dtype=dtype, device=device), loss or Logistic())

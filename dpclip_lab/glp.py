@@ -166,6 +166,29 @@ class GLProblem:
         c = _clip_norm_per_run(clip_norm, z) / self.feature_norms
         return huberized_derivative(self.loss, z, self.y, c) @ self.X / self.n
 
+    def feature_basis(self, tol: float = 1e-10) -> torch.Tensor:
+        """Orthonormal basis ``[rank, p]`` of the span of the features.
+
+        The projector of Song et al. Thm 4.1 is ``M = Bᵀ B`` for this ``B``: the
+        projector onto the eigenspace of ``Σ x_i x_iᵀ`` with nonzero eigenvalues.
+        Computed from the n×n Gram matrix, so ``p = 10^5`` is cheap when n is small.
+        """
+        gram = self.X @ self.X.T
+        evals, evecs = torch.linalg.eigh(gram)
+        keep = evals > tol * evals.max().clamp_min(torch.finfo(self.X.dtype).tiny)
+        basis = (evecs[:, keep] / evals[keep].sqrt()).T @ self.X
+        return basis
+
+    @property
+    def rank(self) -> int:
+        """``rank(M)``: the dimension of the span of the features (Song et al. Thm 4.1)."""
+        return int(self.feature_basis().shape[0])
+
+    def seminorm(self, theta: torch.Tensor) -> torch.Tensor:
+        """``||θ||_M = ||Mθ||_2``, the seminorm of Song et al. Thm 4.1 (``[...]``)."""
+        _check_theta(theta, self.p)
+        return torch.linalg.vector_norm(theta @ self.feature_basis().T, dim=-1)
+
     @property
     def lipschitz(self) -> float:
         """A bound on every per-example gradient norm: ``sup|f'| · max_i ||x_i||``."""

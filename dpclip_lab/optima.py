@@ -54,12 +54,24 @@ def minimize(problem: GLProblem, *, clip_norm=None, radius=None, solver=None) ->
     Returns
     -------
     Tensor[p] on the problem's device and dtype. The minimizer may be non-unique
-    (e.g. Chen et al. Example 2 clipped); then cvxpy returns one of them.
+    (e.g. Chen et al. Example 2 clipped); then cvxpy returns one of them. When
+    ``p > n`` the problem is solved in the span of the features (the loss only
+    sees ``Mθ``, and projecting onto the span never increases ``||θ||``), so the
+    answer is the minimizer of smallest norm and ``p = 10^5`` costs no more than
+    ``p = rank``.
     """
-    import cvxpy as cp
-
     if not isinstance(problem, GLProblem):
         raise TypeError("minimize needs a GLProblem")
+    if problem.p > problem.n:
+        B = problem.feature_basis()                       # [rank, p]
+        reduced = GLProblem(problem.X @ B.T, problem.y, problem.loss)
+        return minimize(reduced, clip_norm=clip_norm, radius=radius, solver=solver) @ B
+    return _minimize_dense(problem, clip_norm=clip_norm, radius=radius, solver=solver)
+
+
+def _minimize_dense(problem, *, clip_norm, radius, solver):
+    import cvxpy as cp
+
     X = problem.X.detach().cpu().double().numpy()
     y = problem.y.detach().cpu().double().numpy()
     theta = cp.Variable(problem.p)

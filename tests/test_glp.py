@@ -180,3 +180,15 @@ def test_mean_estimation():
     assert torch.allclose(prob.grad(theta), prob.per_example_grads(theta).mean(-2))
     assert torch.allclose(prob.clipped_grad(theta, torch.tensor([1.0, 1e9], dtype=torch.float64))[1], prob.grad(theta)[1])
     assert torch.allclose(prob.grad(prob.minimizer), torch.zeros(4, dtype=torch.float64), atol=1e-12)
+
+
+def test_low_rank_problems_are_isometric_across_dimensions():
+    small, big = dl.data.low_rank_glp(60, 8, 3, seed=4), dl.data.low_rank_glp(60, 20_000, 3, seed=4)
+    assert small.rank == big.rank == 3
+    th_s, th_b = dl.optima.minimize(small), dl.optima.minimize(big)
+    assert th_b.shape == (20_000,)
+    assert small.objective(th_s).item() == pytest.approx(big.objective(th_b).item(), rel=1e-6)
+    assert small.seminorm(th_s).item() == pytest.approx(big.seminorm(th_b).item(), rel=1e-4)
+    assert big.seminorm(th_b).item() == pytest.approx(th_b.norm().item(), rel=1e-8)   # minimizer lies in the span
+    with pytest.raises(ValueError, match="rank must be <= p"):
+        dl.data.low_rank_glp(10, 2, 3)
