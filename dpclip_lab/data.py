@@ -77,6 +77,11 @@ def breast_cancer(*, seed: int = 0, test_size: float = 0.25, intercept: bool = T
     training set: then every logistic-loss gradient has norm ≤ 1 and a clip norm
     ``C ≥ 1`` never clips (Song et al.'s ``L ≥`` Lipschitz constant regime).
     The split is stratified and fixed by ``seed``.
+
+    The training set is linearly separable, so unregularized logistic regression
+    has no minimizer: constrain θ to a ball (``radius=`` in
+    :func:`dpclip_lab.optima.minimize`, ``project=`` in the algorithms), as Song
+    et al.'s Alg. 1 does with its constraint set.
     """
     from sklearn.datasets import load_breast_cancer
 

@@ -15,7 +15,7 @@ from ._validation import check_positive
 from .glp import GLProblem
 from .losses import Huber, Logistic, QHinge, QNormRegression, Squared
 
-__all__ = ["minimize"]
+__all__ = ["minimize", "is_separable"]
 
 
 def _cvx_loss(loss, z, y):
@@ -69,9 +69,40 @@ def minimize(problem: GLProblem, *, clip_norm=None, radius=None, solver=None) ->
     return _minimize_dense(problem, clip_norm=clip_norm, radius=radius, solver=solver)
 
 
+def is_separable(problem: GLProblem) -> bool:
+    """Whether some θ classifies every example with margin: ``y_i ⟨θ, x_i⟩ ≥ 1`` for all i (an LP).
+
+    On separable data the logistic loss has no minimizer (its infimum 0 is
+    approached as ``||θ|| → ∞``), and neither has its Huberized version.
+    """
+    import cvxpy as cp
+
+    X = problem.X.detach().cpu().double().numpy()
+    y = problem.y.detach().cpu().double().numpy()
+    theta = cp.Variable(problem.p)
+    lp = cp.Problem(cp.Minimize(0), [cp.multiply(y, X @ theta) >= 1])
+    lp.solve()
+    return lp.status == "optimal"
+
+
+def _solve(prob, solver):
+    import cvxpy as cp
+
+    if solver is not None:
+        return prob.solve(solver=solver)
+    try:
+        return prob.solve(solver=cp.CLARABEL)
+    except cp.error.SolverError:  # rare numerical failure: fall back to SCS at high accuracy
+        return prob.solve(solver=cp.SCS, eps=1e-10, max_iters=200_000)
+
+
 def _minimize_dense(problem, *, clip_norm, radius, solver):
     import cvxpy as cp
 
+    if radius is None and isinstance(problem.loss, Logistic) and is_separable(problem):
+        raise ValueError(f"the data are linearly separable, so {problem.loss!r} has no minimizer "
+                         "(the loss tends to 0 as ||θ|| grows); pass radius= to constrain θ to a ball, "
+                         "as the constraint set of Song et al. Alg. 1 does")
     X = problem.X.detach().cpu().double().numpy()
     y = problem.y.detach().cpu().double().numpy()
     theta = cp.Variable(problem.p)
@@ -85,7 +116,7 @@ def _minimize_dense(problem, *, clip_norm, radius, solver):
         terms = _cvx_loss(problem.loss, u, y) + cp.multiply(c, cp.abs(z - u))
     constraints = [] if radius is None else [cp.norm(theta, 2) <= check_positive(radius, "radius")]
     prob = cp.Problem(cp.Minimize(cp.sum(terms) / problem.n), constraints)
-    prob.solve(solver=solver)
+    _solve(prob, solver)
     if prob.status not in ("optimal", "optimal_inaccurate") or theta.value is None:
         raise RuntimeError(f"cvxpy could not solve the problem (status {prob.status!r}); "
                            "the objective may be unbounded below (e.g. separable data without a constraint)")

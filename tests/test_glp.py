@@ -136,6 +136,18 @@ def test_exact_optima_song_theorem_3_2():
         assert abs(prob.clipped_grad(torch.tensor([th], dtype=torch.float64), L).item()) < 1e-4  # solver precision
 
 
+def test_separable_data_needs_a_constraint():
+    ds = dl.data.breast_cancer()
+    prob = dl.GLProblem(ds.X_train, ds.y_train, losses.Logistic())
+    assert dl.optima.is_separable(prob)
+    with pytest.raises(ValueError, match="linearly separable.*radius="):
+        dl.optima.minimize(prob)
+    th = dl.optima.minimize(prob, radius=5.0)
+    assert th.norm().item() == pytest.approx(5.0, rel=1e-6)              # the constraint is active
+    hinge = dl.GLProblem(ds.X_train, ds.y_train, losses.QHinge(1.0))
+    assert hinge.objective(dl.optima.minimize(hinge)).item() < 1e-6        # hinge attains 0 on separable data
+
+
 def test_exact_optima_with_radius_and_errors():
     X, y = _data()
     prob = dl.GLProblem(X, y, losses.Logistic())
