@@ -91,7 +91,7 @@ def _solve(prob, solver):
     if solver is not None:
         return prob.solve(solver=solver)
     try:
-        return prob.solve(solver=cp.CLARABEL)
+        return prob.solve()  # cvxpy's default for the problem class (Clarabel, OSQP, ...)
     except cp.error.SolverError:  # rare numerical failure: fall back to SCS at high accuracy
         return prob.solve(solver=cp.SCS, eps=1e-10, max_iters=200_000)
 
