@@ -1,0 +1,44 @@
+# Two commands:
+#   make book   build the HTML book (executes every notebook; warnings fail)
+#   make test   run every test (pytest: lab tests, notebooks via nbval, the book
+#               build with -W and the headless-browser check of the built HTML)
+# Both create .venv/ from requirements.txt first if it is missing.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.dpclip-installed
+
+.PHONY: help book test venv clean
+
+help:
+	@echo "make book   build the HTML book into _build/html (creates .venv/ if missing)"
+	@echo "make test   run all tests, including the book build and the browser check"
+	@echo "make clean  remove _build/"
+
+# The stamp records that requirements.txt and the package were installed; it is
+# redone only when requirements.txt or pyproject.toml change.
+$(STAMP): requirements.txt pyproject.toml
+	@if [ ! -x $(BIN)/python ]; then \
+	    echo "creating $(VENV)/ with $(PYTHON) ($$($(PYTHON) --version))"; \
+	    $(PYTHON) -m venv $(VENV); \
+	fi
+	$(BIN)/python -m pip install --disable-pip-version-check -r requirements.txt -e .
+	@touch $@
+
+venv: $(STAMP)
+
+book: $(STAMP)
+	$(BIN)/jupyter-book build . --all -W --keep-going
+	@echo
+	@echo "The book is built. Open $(CURDIR)/_build/html/index.html"
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf _build

@@ -1,0 +1,606 @@
+"""Plotly figures that survive into the static HTML book, and the book's look.
+
+Importing this module does three things:
+
+1. registers a plotly template ``"dpclip"`` (one palette, white background) and
+   makes it the default, so every chapter looks the same;
+2. registers a plotly renderer ``"dpclip"`` and makes it the default. It emits
+   the plotly JSON (``application/vnd.plotly.v1+json``, drawn by JupyterLab,
+   VS Code and Binder) *and* ``text/html`` that calls ``Plotly.newPlot`` on the
+   plotly.js that the book serves from ``_static/``. With plotly >= 6 the
+   default renderer emits only the JSON, which the book builder (myst-nb)
+   drops, so the figure would silently vanish from the HTML book;
+3. defines the colours that mean the same thing in every chapter
+   (:data:`COLORS`: unclipped per-example gradients are always blue, clipped
+   ones always orange, the true gradient always black, ...).
+
+Every "vary it and watch" demo in the book is made twice:
+
+* :func:`slider_figure` — a plotly slider over *precomputed* frames. It runs in
+  the browser with no kernel, so it moves in the static HTML book.
+* :func:`live` — an ipywidgets control that recomputes the figure in a running
+  kernel (Jupyter, Binder). In the static book it is drawn but frozen.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.io.base_renderers import MimetypeRenderer
+
+__all__ = [
+    "COLORS",
+    "PALETTE",
+    "TEMPLATE_NAME",
+    "RENDERER_NAME",
+    "HTML_ONLY_ENV",
+    "BookRenderer",
+    "show",
+    "slider_figure",
+    "figure_from",
+    "live",
+    "plane_basis",
+    "gradient_cloud",
+    "clipped_cloud",
+    "norm_histogram",
+    "error_curves",
+    "error_markers",
+    "lines",
+    "nice_number",
+]
+
+TEMPLATE_NAME = "dpclip"
+RENDERER_NAME = "dpclip"
+#: Set to "1" by the book build (``_ext/offline_assets.py``): emit text/html only.
+HTML_ONLY_ENV = "DPCLIP_HTML_ONLY"
+
+#: The book's palette (colour-blind friendly; Okabe & Ito 2008), in colorway order.
+PALETTE = (
+    "#0072B2",  # blue
+    "#E69F00",  # orange
+    "#009E73",  # bluish green
+    "#CC79A7",  # reddish purple
+    "#56B4E9",  # sky blue
+    "#D55E00",  # vermillion
+    "#F0E442",  # yellow
+    "#000000",  # black
+)
+
+#: What a colour means, in every chapter.
+COLORS = {
+    "unclipped": PALETTE[0],      # raw per-example gradients, non-private runs
+    "clipped": PALETTE[1],        # clipped per-example gradients, clipped runs
+    "true": "#222222",            # the true (full, unclipped mean) gradient
+    "clipped_mean": PALETTE[5],   # mean of the clipped gradients
+    "noisy": PALETTE[3],          # what a private algorithm releases (clip + noise)
+    "feedback": PALETTE[2],       # error feedback / bias-corrected methods (DiceSGD)
+    "optimum": PALETTE[2],        # theta*, the non-private optimum
+    "threshold": "#7F7F7F",       # the clipping norm C drawn as a line or circle
+    "neutral": "#BBBBBB",
+}
+
+_FONT = "Inter, -apple-system, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif"
+
+pio.templates[TEMPLATE_NAME] = go.layout.Template(
+    layout=dict(
+        colorway=list(PALETTE),
+        font=dict(family=_FONT, size=13, color="#222222"),
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+        margin=dict(l=60, r=20, t=60, b=50),
+        hovermode="closest",
+        legend=dict(bgcolor="rgba(255,255,255,0.7)"),
+        xaxis=dict(showgrid=True, gridcolor="#EEEEEE", zeroline=False,
+                   linecolor="#888888", ticks="outside", mirror=False),
+        yaxis=dict(showgrid=True, gridcolor="#EEEEEE", zeroline=False,
+                   linecolor="#888888", ticks="outside", mirror=False),
+        sliders=[dict(currentvalue=dict(font=dict(size=13)), pad=dict(t=40))],
+    )
+)
+pio.templates.default = "plotly_white+" + TEMPLATE_NAME
+
+_DEFAULT_HEIGHT = 460
+_PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
+_counter = itertools.count()
+
+
+class BookRenderer(MimetypeRenderer):
+    """Plotly renderer that works both in Jupyter and in the static HTML book.
+
+    Returns a mime bundle with
+
+    * ``application/vnd.plotly.v1+json`` — for JupyterLab / VS Code / Binder;
+    * ``text/html`` — a ``<div>`` and a ``Plotly.newPlot`` call, *without*
+      plotly.js (the book serves one copy from ``_static/plotly.min.js``), without
+      MathJax, and with ``auto_play=False`` (else animation frames play on load).
+
+    The ``<div>`` id is derived from the figure's content (plus a counter), so
+    rebuilding the book gives the same HTML.
+
+    While the book is being built, ``_ext/offline_assets.py`` sets the
+    environment variable ``DPCLIP_HTML_ONLY=1`` (the kernels inherit it) and
+    the JSON is left out: myst-nb cannot render it and warns about every
+    figure, and the book builds with ``-W``. Keeping that warning on means a
+    figure shown *without* this renderer (JSON only) fails the build instead of
+    silently vanishing from the book.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None):
+        self.config = dict(_PLOTLY_CONFIG if config is None else config)
+
+    def to_mimebundle(self, fig_dict):
+        fig_dict = dict(fig_dict)
+        if self.config:
+            fig_dict["config"] = dict(self.config)
+        as_json = pio.to_json(fig_dict, validate=False, remove_uids=False)
+        digest = hashlib.sha1(as_json.encode("utf-8")).hexdigest()[:12]
+        height = (fig_dict.get("layout") or {}).get("height") or _DEFAULT_HEIGHT
+        html = pio.to_html(
+            fig_dict,
+            config=self.config,
+            include_plotlyjs=False,
+            include_mathjax=False,
+            full_html=False,
+            auto_play=False,
+            default_height=f"{int(height)}px",
+            validate=False,
+            div_id=f"dpclip-fig-{digest}-{next(_counter)}",
+        )
+        if os.environ.get(HTML_ONLY_ENV) == "1":
+            return {"text/html": html}
+        return {
+            "application/vnd.plotly.v1+json": json.loads(as_json),
+            "text/html": html,
+        }
+
+
+pio.renderers[RENDERER_NAME] = BookRenderer()
+pio.renderers.default = RENDERER_NAME
+
+
+def show(fig: go.Figure) -> None:
+    """Display ``fig`` with the book's renderer (JSON for Jupyter + HTML for the book)."""
+    if not isinstance(fig, go.Figure):
+        raise TypeError(f"fig must be a plotly.graph_objects.Figure, got {type(fig).__name__}")
+    pio.show(fig, renderer=RENDERER_NAME)
+
+
+# --------------------------------------------------------------------------- sliders
+
+def _label(value: Any, fmt: str | None) -> str:
+    if fmt is not None:
+        return format(value, fmt)
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+def _numeric(values) -> list[float]:
+    out = []
+    if values is None:
+        return out
+    values = _numeric_array(values)
+    if isinstance(values, dict):  # plotly's base64 typed-array form
+        return []
+    for v in values:
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            return []  # categorical axis: leave it alone
+        if math.isfinite(f):
+            out.append(f)
+    return out
+
+
+def _extents(traces: Sequence[Any]) -> dict[str, tuple[float, float, float]]:
+    """Per axis: (min, max, min positive) of x/y over scatter traces, for fixed ranges.
+
+    Plotly does not autorange during an animation, so a frame whose data leave
+    the first frame's range would be cut off. Only x/y of scatter-like traces
+    are used; an axis that also carries a histogram or bar (whose extent is not
+    in the data) is left alone.
+    """
+    lo: dict[str, float] = {}
+    hi: dict[str, float] = {}
+    pos: dict[str, float] = {}
+    skip: set[str] = set()
+    for tr in traces:
+        t = tr.to_plotly_json() if hasattr(tr, "to_plotly_json") else dict(tr)
+        kind = t.get("type", "scatter")
+        axes = {"x": "xaxis" + (t.get("xaxis") or "x")[1:],
+                "y": "yaxis" + (t.get("yaxis") or "y")[1:]}
+        if kind not in ("scatter", "scattergl"):
+            skip.update(axes.values())
+            continue
+        for coord, axis in axes.items():
+            vals = _numeric(t.get(coord))
+            if not vals:
+                if t.get(coord) is not None:
+                    skip.add(axis)
+                continue
+            lo[axis] = min(lo.get(axis, math.inf), min(vals))
+            hi[axis] = max(hi.get(axis, -math.inf), max(vals))
+            positive = [v for v in vals if v > 0]
+            if positive:
+                pos[axis] = min(pos.get(axis, math.inf), min(positive))
+    return {a: (lo[a], hi[a], pos.get(a, math.nan)) for a in lo if a not in skip}
+
+
+def _padded(lo: float, hi: float, pad: float = 0.05) -> list[float]:
+    span = hi - lo
+    margin = pad * span if span > 0 else max(abs(hi) * pad, 1e-12)
+    return [lo - margin, hi + margin]
+
+
+def _numeric_array(values):
+    try:
+        import numpy as np
+
+        if isinstance(values, np.ndarray):
+            return values.astype(float).ravel().tolist()
+    except ImportError:  # pragma: no cover
+        pass
+    return values
+
+
+def slider_figure(
+    frames: Mapping[Any, Sequence[Any]],
+    *,
+    slider_label: str,
+    layout: Mapping[str, Any] | go.Layout | None = None,
+    active: int | None = None,
+    value_format: str | None = None,
+    fix_axes: bool = True,
+    base: go.Figure | None = None,
+    static: Sequence[Any] = (),
+) -> go.Figure:
+    """A figure with a slider over precomputed frames (moves with no kernel).
+
+    Parameters
+    ----------
+    frames : mapping ``value -> list of traces``
+        One entry per slider position, in slider order. Every entry must hold
+        the same number of traces, in the same roles (trace ``i`` of each frame
+        replaces trace ``i`` of the figure).
+    slider_label : str
+        What the slider moves, e.g. ``"clip norm C"``; shown as
+        ``"<slider_label> = <value>"`` above the slider.
+    layout : dict or ``go.Layout``, optional
+        Extra layout (title, axis titles, explicit ranges...). Explicit axis
+        ranges here win over the automatic ones.
+    active : int, optional
+        Index of the initially shown frame (default: the first).
+    value_format : str, optional
+        ``format()`` spec for the value labels (default ``.3g`` for floats).
+    fix_axes : bool
+        Fix each x/y axis range to cover all frames (default True): plotly does
+        not autorange during an animation. Axes with an explicit range keep it;
+        log axes get a range in log10 units over the positive values.
+    base : ``go.Figure``, optional
+        A figure to start from (for subplots, via ``plotly.subplots.make_subplots``);
+        its traces are replaced by ``static`` and the active frame's.
+    static : list of traces, optional
+        Traces drawn once, under the moving ones, and not repeated in every frame
+        (what does not depend on the slider: keeps the page light).
+
+    Returns
+    -------
+    go.Figure
+        A figure with ``len(frames)`` plotly frames and one slider step per frame.
+        There is no play button and nothing plays on load.
+    """
+    if not isinstance(frames, Mapping) or len(frames) == 0:
+        raise ValueError("frames must be a non-empty mapping value -> list of traces")
+    if not isinstance(slider_label, str) or not slider_label:
+        raise ValueError("slider_label must be a non-empty string")
+    values = list(frames.keys())
+    traces = [list(frames[v]) for v in values]
+    counts = {len(t) for t in traces}
+    if len(counts) != 1 or 0 in counts:
+        raise ValueError(
+            "every frame must hold the same (non-zero) number of traces; got "
+            + ", ".join(f"{_label(v, value_format)}: {len(t)}" for v, t in zip(values, traces))
+        )
+    active = 0 if active is None else int(active)
+    if not 0 <= active < len(values):
+        raise ValueError(f"active must lie in [0, {len(values) - 1}], got {active}")
+
+    names = [_label(v, value_format) for v in values]
+    if len(set(names)) != len(names):
+        raise ValueError("slider values must have distinct labels; pass a finer value_format")
+
+    static = list(static)
+    fig = go.Figure(base) if base is not None else go.Figure()
+    fig.data = []
+    fig.add_traces(static + traces[active])
+    moving = list(range(len(static), len(static) + len(traces[active])))
+    fig.frames = [go.Frame(name=name, data=t, traces=moving) for name, t in zip(names, traces)]
+
+    steps = [
+        dict(
+            method="animate",
+            label=name,
+            args=[[name], dict(mode="immediate", frame=dict(duration=0, redraw=True),
+                               transition=dict(duration=0))],
+        )
+        for name in names
+    ]
+    fig.update_layout(
+        sliders=[dict(
+            active=active,
+            steps=steps,
+            currentvalue=dict(prefix=f"{slider_label} = "),
+            pad=dict(t=50),
+            len=1.0,
+            x=0.0,
+        )],
+    )
+    if layout is not None:
+        fig.update_layout(layout)
+    if fix_axes:
+        extents = _extents(static + list(itertools.chain.from_iterable(traces)))
+        for axis, (lo, hi, lo_pos) in extents.items():
+            ax = fig.layout[axis]
+            if ax.range is not None:  # explicit range in `layout` or `base` wins
+                continue
+            if ax.type == "log":
+                if not lo_pos > 0:
+                    continue
+                ax.range = _padded(math.log10(lo_pos), math.log10(hi))
+            else:
+                ax.range = _padded(lo, hi)
+            ax.autorange = False
+    return fig
+
+
+# --------------------------------------------------------------------------- live widgets
+
+_LIVE_NOTE = (
+    "<small><b>Live control</b> &mdash; recomputes in a running kernel "
+    "(Jupyter, Binder). In the HTML book it is frozen: use the slider on the "
+    "figure above.</small>"
+)
+
+
+def live(fn: Callable[..., go.Figure], *, note: bool = True, **controls):
+    """An ipywidgets control that recomputes ``fn(**values)`` and shows the figure.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(**values) -> go.Figure``; called once at creation and again each
+        time a control moves.
+    note : bool
+        Put a one-line note above the controls saying that they need a kernel.
+    **controls
+        Anything ``ipywidgets.interactive`` accepts: widgets
+        (``ipywidgets.FloatLogSlider(...)``), ``(min, max, step)`` tuples, lists
+        of options, or fixed values.
+
+    Returns
+    -------
+    ipywidgets.VBox
+        The note, the controls and an ``Output`` showing the figure (displayed
+        with :class:`BookRenderer`).
+    """
+    import ipywidgets as widgets
+    from IPython.display import display
+
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+
+    def _draw(**values):
+        fig = fn(**values)
+        if not isinstance(fig, go.Figure):
+            raise TypeError(f"fn must return a plotly Figure, got {type(fig).__name__}")
+        display(fig)
+
+    ui = widgets.interactive(_draw, **controls)
+    for child in ui.children[:-1]:
+        if hasattr(child, "continuous_update"):
+            child.continuous_update = False
+        if hasattr(child, "style") and hasattr(child.style, "description_width"):
+            child.style.description_width = "initial"
+    parts = [widgets.HTML(_LIVE_NOTE)] if note else []
+    return widgets.VBox(parts + list(ui.children), layout=widgets.Layout(width="100%"))
+
+
+# --------------------------------------------------------------------------- views
+
+def figure_from(traces: Sequence[Any], *, base: go.Figure | None = None,
+                layout: Mapping[str, Any] | go.Layout | None = None) -> go.Figure:
+    """A plain figure from a list of traces (the one-frame twin of :func:`slider_figure`)."""
+    fig = go.Figure(base) if base is not None else go.Figure()
+    fig.data = []
+    fig.add_traces(list(traces))
+    if layout is not None:
+        fig.update_layout(layout)
+    return fig
+
+
+def plane_basis(G, direction):
+    """An orthonormal basis ``[2, p]`` of the plane used to draw per-example gradients.
+
+    The first axis is ``direction`` (usually the true gradient); the second is the
+    top principal direction (uncentered) of the gradients' components orthogonal
+    to it, i.e. the direction in which the per-example gradients spread most
+    besides the one that matters for descent. Its sign is fixed so that the
+    largest-magnitude entry is positive (deterministic pictures).
+
+    Parameters
+    ----------
+    G : Tensor ``[n, p]``
+        Per-example gradients.
+    direction : Tensor ``[p]``
+        A non-zero vector (need not be unit).
+    """
+    import torch
+
+    if G.dim() != 2 or direction.dim() != 1 or G.shape[1] != direction.shape[0]:
+        raise ValueError(f"G must be [n, p] and direction [p]; got {tuple(G.shape)} "
+                         f"and {tuple(direction.shape)}")
+    norm = torch.linalg.vector_norm(direction)
+    if not norm > 0:
+        raise ValueError("direction must be non-zero")
+    e1 = direction / norm
+    R = G - (G @ e1).unsqueeze(-1) * e1
+    _, _, Vh = torch.linalg.svd(R, full_matrices=False)
+    e2 = Vh[0] - (Vh[0] @ e1) * e1
+    e2 = e2 / torch.linalg.vector_norm(e2)
+    e2 = e2 * torch.sign(e2[e2.abs().argmax()])
+    return torch.stack([e1, e2])
+
+
+def _np32(t):
+    """float32 numpy (plotly writes it as compact base64 in the page)."""
+    return t.detach().cpu().double().numpy().astype("float32")
+
+
+def _arrow(vec2, *, name, color, scale, xaxis, yaxis, dash=None, legendgroup=None):
+    x, y = float(vec2[0]) * scale, float(vec2[1]) * scale
+    return go.Scatter(
+        x=[0.0, x], y=[0.0, y], mode="lines+markers", name=name,
+        line=dict(color=color, width=3, dash=dash),
+        marker=dict(size=[0, 11], symbol="diamond", color=color),
+        xaxis=xaxis, yaxis=yaxis, legendgroup=legendgroup, hoverinfo="name",
+    )
+
+
+def gradient_cloud(G, basis, *, arrow_scale: float = 1.0, xaxis: str = "x", yaxis: str = "y"):
+    """Traces for the per-example gradients and their mean, projected on ``basis``.
+
+    Returns ``[points, mean arrow]``: the unclipped gradients (``COLORS["unclipped"]``)
+    and the true gradient, drawn ``arrow_scale`` times longer (say so in the text).
+    """
+    P = G @ basis.T
+    label = "true gradient" + (f" (×{arrow_scale:.3g})" if arrow_scale != 1 else "")
+    return [
+        go.Scatter(x=_np32(P[:, 0]), y=_np32(P[:, 1]), mode="markers", name="per-example gradients",
+                   marker=dict(color=COLORS["unclipped"], size=5, opacity=0.35),
+                   xaxis=xaxis, yaxis=yaxis, hoverinfo="skip"),
+        _arrow(G.mean(0) @ basis.T, name=label, color=COLORS["true"], scale=arrow_scale,
+               xaxis=xaxis, yaxis=yaxis),
+    ]
+
+
+def clipped_cloud(G, clip_norm: float, basis, *, arrow_scale: float = 1.0,
+                  xaxis: str = "x", yaxis: str = "y"):
+    """Traces for the clipped gradients, the clipping circle and the clipped mean.
+
+    Returns ``[clipped points, circle of radius C, clipped-mean arrow]``. Clipping
+    happens in all ``p`` dimensions; the picture shows its projection, so the
+    clipped points lie *inside* the circle of radius ``C`` (on it only when the
+    gradient lies in the plane).
+    """
+    import torch
+
+    from .clipping import clip, clipped_fraction
+
+    Gc = clip(G, clip_norm)
+    P = Gc @ basis.T
+    t = torch.linspace(0, 2 * math.pi, 121, dtype=torch.float64)
+    frac = float(clipped_fraction(G, clip_norm))
+    label = "clipped mean" + (f" (×{arrow_scale:.3g})" if arrow_scale != 1 else "")
+    return [
+        go.Scatter(x=_np32(P[:, 0]), y=_np32(P[:, 1]), mode="markers",
+                   name=f"clipped ({frac:.0%} of examples changed)",
+                   marker=dict(color=COLORS["clipped"], size=5, opacity=0.6),
+                   xaxis=xaxis, yaxis=yaxis, hoverinfo="skip"),
+        go.Scatter(x=_np32(clip_norm * torch.cos(t)), y=_np32(clip_norm * torch.sin(t)),
+                   mode="lines", name="‖g‖ = C", line=dict(color=COLORS["threshold"], dash="dot"),
+                   xaxis=xaxis, yaxis=yaxis, hoverinfo="skip"),
+        _arrow(Gc.mean(0) @ basis.T, name=label, color=COLORS["clipped_mean"], scale=arrow_scale,
+               xaxis=xaxis, yaxis=yaxis),
+    ]
+
+
+def norm_histogram(norms, clip_norm: float, edges, *, xaxis: str = "x", yaxis: str = "y"):
+    """Two stacked bar traces: counts of ``log10 ||g_i||`` at most / above ``log10 C``.
+
+    ``edges`` are bin edges in ``log10`` units (fixed across slider frames).
+    """
+    import numpy as np
+
+    logn = np.log10(np.maximum(norms.detach().cpu().double().numpy(), 1e-300))
+    edges = np.asarray(edges, dtype=float)
+    kept = np.histogram(logn[logn <= math.log10(clip_norm)], bins=edges)[0]
+    cut = np.histogram(logn[logn > math.log10(clip_norm)], bins=edges)[0]
+    centers, width = (edges[1:] + edges[:-1]) / 2, float(np.diff(edges).mean())
+    common = dict(x=centers.astype("float32"), width=width, xaxis=xaxis, yaxis=yaxis, showlegend=False)
+    return [
+        go.Bar(y=kept, marker_color=COLORS["unclipped"], name="norm ≤ C (unchanged)", **common),
+        go.Bar(y=cut, marker_color=COLORS["clipped"], name="norm > C (clipped)", **common),
+    ]
+
+
+def nice_number(x: float) -> float:
+    """The largest of 1, 2, 5 × 10^k that is at most ``x`` (for magnification factors)."""
+    if not x > 0 or not math.isfinite(x):
+        raise ValueError(f"x must be a positive finite number, got {x!r}")
+    k = math.floor(math.log10(x))
+    for m in (5, 2, 1):
+        if m * 10 ** k <= x * (1 + 1e-12):
+            return float(m * 10 ** k)
+    return float(10 ** k)  # pragma: no cover
+
+
+def lines(x, ys: Mapping[str, Any], *, colors: Sequence[str] | None = None,
+          xaxis: str = "x", yaxis: str = "y", dash: str | None = None):
+    """One line trace per entry of ``ys`` (``name -> y``) against the common ``x``."""
+    colors = list(colors) if colors is not None else list(PALETTE)
+    return [go.Scatter(x=_np32(torch_like(x)), y=_np32(torch_like(y)), mode="lines", name=name,
+                       line=dict(color=colors[i % len(colors)], width=2.5, dash=dash),
+                       xaxis=xaxis, yaxis=yaxis)
+            for i, (name, y) in enumerate(ys.items())]
+
+
+def torch_like(v):
+    """``v`` as a torch tensor (accepts tensors, numpy arrays and lists)."""
+    import torch
+
+    return v if isinstance(v, torch.Tensor) else torch.as_tensor(v, dtype=torch.float64)
+
+
+def error_curves(clip_norms, rel_bias, cosine, *, cos_limit: float | None = None,
+                 xaxis: str = "x", yaxis: str = "y"):
+    """Static traces: relative bias and cosine of the clipped mean against ``C``.
+
+    ``rel_bias = ||mean clip_C(g_i) − g|| / ||g||`` and ``cosine`` its cosine with ``g``,
+    on a grid ``clip_norms``; ``cos_limit`` (the cosine of the mean of normalized
+    gradients, the ``C → 0`` limit) is drawn dashed.
+    """
+    out = lines(clip_norms, {"bias ‖ḡ_C − g‖ / ‖g‖": rel_bias},
+                colors=[COLORS["clipped_mean"]], xaxis=xaxis, yaxis=yaxis)
+    out += lines(clip_norms, {"cosine(ḡ_C, g)": cosine}, colors=[COLORS["unclipped"]],
+                 xaxis=xaxis, yaxis=yaxis)
+    if cos_limit is not None:
+        c = torch_like(clip_norms)
+        out.append(go.Scatter(x=[float(c.min()), float(c.max())], y=[cos_limit, cos_limit],
+                              mode="lines", name="cosine as C → 0",
+                              line=dict(color=COLORS["threshold"], dash="dash"),
+                              xaxis=xaxis, yaxis=yaxis))
+    return out
+
+
+def error_markers(clip_norm: float, clipped_mean, true_grad, *, xaxis: str = "x", yaxis: str = "y"):
+    """Moving traces for :func:`error_curves`: a vertical line at ``C`` and the two values."""
+    import torch
+
+    rel = float((clipped_mean - true_grad).norm() / true_grad.norm())
+    cos = float(torch.nn.functional.cosine_similarity(clipped_mean, true_grad, dim=0))
+    common = dict(xaxis=xaxis, yaxis=yaxis, showlegend=False)
+    return [
+        go.Scatter(x=[clip_norm, clip_norm], y=[0.0, 1.0], mode="lines", hoverinfo="skip",
+                   line=dict(color=COLORS["threshold"], dash="dot"), **common),
+        go.Scatter(x=[clip_norm], y=[rel], mode="markers", name="bias",
+                   marker=dict(color=COLORS["clipped_mean"], size=11), **common),
+        go.Scatter(x=[clip_norm], y=[cos], mode="markers", name="cosine",
+                   marker=dict(color=COLORS["unclipped"], size=11), **common),
+    ]

@@ -1,0 +1,83 @@
+"""The pinned environments agree: requirements.txt (pip, CI) and environment.yml
+(Binder) name the same packages at the same versions, and pyproject's ranges admit them."""
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _pins(lines):
+    """``{canonical name: Version}`` from requirement lines; skips options and ``-e .``."""
+    pins = {}
+    for raw in lines:
+        line = raw.split("#", 1)[0].strip()
+        if not line or line.startswith("-"):
+            continue
+        req = Requirement(line)
+        specs = list(req.specifier)
+        assert len(specs) == 1 and specs[0].operator == "==", f"not an exact pin: {line!r}"
+        # torch==2.13.0+cpu (Binder, PyTorch's CPU index) is the same release as torch==2.13.0
+        version = Version(specs[0].version)
+        pins[canonicalize_name(req.name)] = Version(version.public)
+    return pins
+
+
+@pytest.fixture(scope="module")
+def requirements():
+    return _pins((ROOT / "requirements.txt").read_text().splitlines())
+
+
+@pytest.fixture(scope="module")
+def environment():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip_sections = [d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d]
+    assert len(pip_sections) == 1, "environment.yml must have one pip: section"
+    return env, _pins(pip_sections[0])
+
+
+def test_same_packages_and_versions(requirements, environment):
+    _, env_pins = environment
+    only_req = sorted(set(requirements) - set(env_pins))
+    only_env = sorted(set(env_pins) - set(requirements))
+    assert not only_req and not only_env, (
+        f"only in requirements.txt: {only_req}; only in environment.yml: {only_env}")
+    differ = {k: (str(requirements[k]), str(env_pins[k]))
+              for k in requirements if requirements[k] != env_pins[k]}
+    assert not differ, f"versions differ (requirements.txt, environment.yml): {differ}"
+
+
+def test_environment_installs_the_package_and_python_311(environment):
+    env, _ = environment
+    text = (ROOT / "environment.yml").read_text()
+    assert re.search(r"^\s*-\s*-e\s+\.\s*$", text, re.M), "environment.yml must pip-install -e ."
+    assert "python=3.11" in [d for d in env["dependencies"] if isinstance(d, str)]
+
+
+def test_binder_gets_cpu_torch():
+    text = (ROOT / "environment.yml").read_text()
+    assert "download.pytorch.org/whl/cpu" in text
+    assert re.search(r"torch==[\d.]+\+cpu", text)
+
+
+def test_pyproject_ranges_admit_the_pins(requirements):
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = list(project["dependencies"])
+    for extra in project.get("optional-dependencies", {}).values():
+        declared += extra
+    problems = []
+    for spec in declared:
+        req = Requirement(spec)
+        name = canonicalize_name(req.name)
+        if name not in requirements:
+            problems.append(f"{req.name} is in pyproject.toml but not pinned in requirements.txt")
+        elif not req.specifier.contains(requirements[name], prereleases=True):
+            problems.append(f"{spec!r} does not admit the pinned {name}=={requirements[name]}")
+    assert not problems, "\n".join(problems)
+
