@@ -1,0 +1,472 @@
+"""The four papers' own privacy formulas, each as a documented function.
+
+Every paper states its noise level in its *own* convention (noise on the average or
+on one gradient, add/remove or replace-one neighbours). The ``*_to_noise_multiplier``
+converters map them to the noise multiplier z of Opacus / Abadi et al. (noise std z·C on
+the SUM of gradients clipped to C), so that the exact accountants of this package can
+check them: ``get_epsilon(noise_multiplier=z, ...)``.
+
+Where a formula is loose or does not follow from its proof, the docstring says so with
+numbers (computed in ``tests/test_accountants_paper_bounds.py``).
+
+References
+----------
+[000] Song, Thakkar, Thakurta (2021). Characterizing private clipped gradient descent
+      on convex generalized linear problems.
+[002] Chen, Wu, Hong (2020). Understanding gradient clipping in private SGD: a
+      geometric perspective.
+[003] Wang, Lei, Ying, Zhang (2022). Differentially private SGD with non-smooth losses.
+[004] Zhang et al. (2024). Differentially private SGD without clipping bias: an
+      error-feedback approach (DiceSGD).
+Abadi et al. (2016). Deep learning with differential privacy. CCS. Theorem 1.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._validation import check_int, check_open_unit, check_positive, check_probability
+from .gaussian import analytic_gaussian_epsilon, classic_gaussian_sigma
+from .rdp import rdp_sampled_without_replacement_gaussian
+
+__all__ = [
+    "song_thm22_sigma", "song_sigma_to_noise_multiplier", "song_thm22_true_epsilon",
+    "song_thmD2_sigma", "song_ldp_sigma_to_noise_multiplier",
+    "abadi_thm1_noise_multiplier", "chen_thm4_sigma", "dicesgd_thm23_sigma",
+    "average_sigma_to_noise_multiplier", "abadi_implied_constant",
+    "wang_lemma2_sigma", "wang_output_perturbation_sigma", "wang_delta_sgd",
+    "wang_lemma3_rdp", "wang_lemma3_conditions", "wang_thm11_sigma",
+    "wang_thm11_conditions", "wang_remark4_beta", "wang_lemma13_epsilon_threshold",
+    "wang_sigma_to_noise_multiplier",
+    "dicesgd_thm38_sigma", "dicesgd_alg4_sigma", "dicesgd_sigma_to_noise_multiplier",
+    "dicesgd_proof_rdp", "dicesgd_proof_epsilon",
+]
+
+
+# ----------------------------------------------------------------------------------------
+# [000] Song, Thakkar, Thakurta
+# ----------------------------------------------------------------------------------------
+def song_thm22_sigma(clip_norm, steps, n, epsilon, delta) -> float:
+    """Song et al. Thm 2.2: σ² = 2 L² T log(1/δ) / (n ε)² for DP-GD (Alg. 1).
+
+    σ is the std of the noise added to the AVERAGE clipped gradient (1/n)Σ clip(∇ℓ),
+    whose sensitivity is L/n (n public). In noise-multiplier terms z = σn/L =
+    √(2T log(1/δ))/ε, i.e. one Gaussian with z/√T = √(2 log(1/δ))/ε.
+
+    Validity: this is the zCDP/moments-style bound ρ = T/(2z²) → ε ≈ ε + ε²/(4 log(1/δ))
+    with the lower-order term dropped; it is exactly valid (checked with the analytic
+    Gaussian) only for moderate ε: at δ = 1e-5 the true ε of the prescribed σ exceeds
+    the target for ε ≳ 7.9 (10.52 for a target of 10; for ε ≤ 7 it is conservative,
+    e.g. 0.76 for a target of 1). See
+    :func:`song_thm22_true_epsilon`.
+
+    Parameters
+    ----------
+    clip_norm : float > 0   (L)
+    steps : int >= 1        (T)
+    n : int >= 1
+    epsilon : float > 0
+    delta : float in (0, 1)
+
+    Returns
+    -------
+    sigma : float
+
+    References
+    ----------
+    [000] Theorem 2.2 (from Abadi et al. 2016 and Bassily et al. 2014).
+    """
+    L = check_positive(clip_norm, "clip_norm")
+    T = check_int(steps, "steps", minimum=1)
+    n = check_int(n, "n", minimum=1)
+    eps = check_positive(epsilon, "epsilon")
+    delta = check_open_unit(delta, "delta")
+    return math.sqrt(2 * L * L * T * math.log(1 / delta)) / (n * eps)
+
+
+def song_sigma_to_noise_multiplier(sigma, clip_norm, n) -> float:
+    """z = σ n / L: Song's σ (noise on the average over n examples, clip L) as a noise multiplier."""
+    return check_positive(sigma, "sigma") * check_int(n, "n", minimum=1) / check_positive(
+        clip_norm, "clip_norm")
+
+
+def song_thm22_true_epsilon(epsilon, delta, steps=1) -> float:
+    """The exact ε of DP-GD run with Song et al.'s Thm 2.2 noise (analytic Gaussian, z/√T).
+
+    Independent of L, n and T: T Gaussian steps with z = √(2T log(1/δ))/ε are one
+    Gaussian with noise multiplier √(2 log(1/δ))/ε (Balle & Wang 2018).
+    """
+    eps = check_positive(epsilon, "epsilon")
+    delta = check_open_unit(delta, "delta")
+    check_int(steps, "steps", minimum=1)
+    return analytic_gaussian_epsilon(math.sqrt(2 * math.log(1 / delta)) / eps, delta)
+
+
+def song_thmD2_sigma(clip_norm, steps, epsilon, delta) -> float:
+    """Song et al. Thm D.2 (local DP): σ² = 2 L² T log(1/δ) / ε², noise per user report.
+
+    Each user releases clip(∇ℓ(θ_t; d_i)) + N(0, σ²) at every step. NOTE (loose/wrong
+    constant): under local DP a user's record may change arbitrarily, so the report's
+    sensitivity is 2L (clip(g) − clip(g') can have norm 2L), not L; the formula is the
+    central-DP one with n = 1. With the stated σ the noise multiplier w.r.t. the true
+    sensitivity is z = σ/(2L) = √(2T log(1/δ))/(2ε), and the true ε is about twice the
+    target (see :func:`song_ldp_sigma_to_noise_multiplier`).
+
+    References
+    ----------
+    [000] Appendix D, Theorem D.2.
+    """
+    return song_thm22_sigma(clip_norm, steps, 1, epsilon, delta)
+
+
+def song_ldp_sigma_to_noise_multiplier(sigma, clip_norm) -> float:
+    """z = σ / (2L): a local report clip(g) + N(0, σ²) has sensitivity 2L (replace-one)."""
+    return check_positive(sigma, "sigma") / (2 * check_positive(clip_norm, "clip_norm"))
+
+
+# ----------------------------------------------------------------------------------------
+# Abadi et al. Thm 1, as used by [002] Thm 4 and [004] Thm 2.3
+# ----------------------------------------------------------------------------------------
+def abadi_thm1_noise_multiplier(sample_rate, steps, epsilon, delta, *, c1, c2) -> float:
+    """Abadi et al. Thm 1: z ≥ c2 q √(T log(1/δ)) / ε, valid for ε < c1 q² T.
+
+    The constants c1, c2 are NOT given in the paper ("there exist constants"); they must
+    be passed. :func:`abadi_implied_constant` gives the smallest c2 that an exact
+    accountant certifies for given settings.
+
+    Raises ``ValueError`` if ε ≥ c1 q² T (outside the theorem).
+
+    References
+    ----------
+    Abadi et al. (2016), Theorem 1.
+    """
+    q = check_probability(sample_rate, "sample_rate")
+    T = check_int(steps, "steps", minimum=1)
+    eps = check_positive(epsilon, "epsilon")
+    delta = check_open_unit(delta, "delta")
+    c1, c2 = check_positive(c1, "c1"), check_positive(c2, "c2")
+    if eps >= c1 * q * q * T:
+        raise ValueError(f"epsilon={eps} must be < c1 q² T = {c1 * q * q * T:.4g} (Abadi Thm 1)")
+    return c2 * q * math.sqrt(T * math.log(1 / delta)) / eps
+
+
+def chen_thm4_sigma(clip_norm, steps, n, epsilon, delta, *, v) -> float:
+    """Chen et al. Thm 4: σ² ≥ v c² T ln(1/δ) / (n² ε²), σ = std of noise on the AVERAGE.
+
+    Abadi's Thm 1 in Chen's notation (batch |S_t| = qn, noise Z_t added to the average,
+    eq. 8); v = c2² is unspecified in the paper and must be passed. In noise-multiplier
+    terms z = σ q n / c (:func:`average_sigma_to_noise_multiplier`), i.e.
+    z² ≥ v q² T ln(1/δ)/ε². The side condition ε ≤ u q² T is not checked here.
+
+    References
+    ----------
+    [002] Theorem 4; Abadi et al. (2016), Theorem 1.
+    """
+    c = check_positive(clip_norm, "clip_norm")
+    T = check_int(steps, "steps", minimum=1)
+    n = check_int(n, "n", minimum=1)
+    eps = check_positive(epsilon, "epsilon")
+    delta = check_open_unit(delta, "delta")
+    return math.sqrt(check_positive(v, "v") * c * c * T * math.log(1 / delta)) / (n * eps)
+
+
+def dicesgd_thm23_sigma(clip_norm, steps, n, epsilon, delta, *, v) -> float:
+    """DiceSGD Thm 2.3 (Abadi's Thm 1 for DPSGD-GC): σ² ≥ v C² T log(1/δ)/(N² ε²).
+
+    Same statement as :func:`chen_thm4_sigma` (σ on the averaged mini-batch gradient,
+    Alg. 1 of [004]); the constants u, v are unspecified in the paper.
+
+    References
+    ----------
+    [004] Theorem 2.3.
+    """
+    return chen_thm4_sigma(clip_norm, steps, n, epsilon, delta, v=v)
+
+
+def average_sigma_to_noise_multiplier(sigma, clip_norm, batch_size) -> float:
+    """z = σ B / C for noise of std σ on the average of B gradients clipped to C."""
+    return (check_positive(sigma, "sigma") * check_int(batch_size, "batch_size", minimum=1)
+            / check_positive(clip_norm, "clip_norm"))
+
+
+def abadi_implied_constant(sample_rate, steps, epsilon, delta, accountant="rdp") -> float:
+    """Smallest c2 in Abadi's Thm 1 that the exact accountant certifies at these settings.
+
+    c2 = z* ε / (q √(T log(1/δ))) with z* = ``get_noise_multiplier(...)``. Chen's and
+    DiceSGD's v is c2².
+    """
+    from .calibration import get_noise_multiplier
+    q = check_probability(sample_rate, "sample_rate")
+    T = check_int(steps, "steps", minimum=1)
+    z = get_noise_multiplier(target_epsilon=epsilon, target_delta=delta, sample_rate=q,
+                             steps=T, accountant=accountant)
+    return z * epsilon / (q * math.sqrt(T * math.log(1 / delta)))
+
+
+# ----------------------------------------------------------------------------------------
+# [003] Wang, Lei, Ying, Zhang
+# ----------------------------------------------------------------------------------------
+def wang_lemma2_sigma(sensitivity, epsilon, delta) -> float:
+    """Wang et al. Lemma 2 (classic Gaussian mechanism): σ ≥ √(2 log(1.25/δ)) Δ / ε.
+
+    The text prints √(2 log(1.25/δ) Δ)/ε (Δ inside the root, a typesetting slip: the
+    cited Dwork & Roth Thm A.1 has Δ outside). Proven only for ε < 1 (raises otherwise).
+
+    References
+    ----------
+    [003] Lemma 2; Dwork & Roth (2014), Theorem A.1.
+    """
+    return classic_gaussian_sigma(epsilon, delta, sensitivity)
+
+
+def wang_output_perturbation_sigma(delta_sgd, epsilon, delta) -> float:
+    """Alg. 1 (DP-SGD-Output) line 12: σ² = 2 log(2.5/δ) Δ² / ε² (Lemma 2 at δ/2).
+
+    ``delta_sgd`` is the UAS bound Δ_SGD(δ/2) of Thm 7 (:func:`wang_delta_sgd`), which
+    holds with probability 1 − δ/2; the other δ/2 goes to the Gaussian mechanism.
+    Inherits Lemma 2's ε < 1 restriction, which the paper does not state for Alg. 1.
+    """
+    return classic_gaussian_sigma(epsilon, delta / 2.0, delta_sgd)
+
+
+def wang_delta_sgd(*, steps, n, eta, alpha, L, M, gamma, R=None, C_alpha=None) -> float:
+    """Wang et al. Thm 7: high-probability uniform argument stability Δ_SGD(γ) of SGD.
+
+    Δ² = e · ( c_{α,2}² T η^{2/(1−α)} + 4 G² η² (1 + (T/n)(1 + c_{γ,T})) (T/n)(1 + c_{γ,T}) ),
+    c_{γ,T} = max{√(3n log(n/γ)/T), 3n log(n/γ)/T}, c_{α,2}² = (1−α)/(1+α) (2^{−α}L)^{2/(1−α)}
+    (0 for α = 1, when η < 1, as the paper's Remark 1 notes), and the gradient bound
+    G = M + L R^α on a ball of radius R (part b, Δ̃_SGD) or G = M + L (C_α T η)^{α/2}
+    on R^d (part a; pass ``C_alpha`` — defined in eq. (2) from c_{α,1} and sup ℓ(0; z)).
+
+    Parameters
+    ----------
+    steps, n : int        T and the sample size.
+    eta : float           constant step size (< min{1, 1/L}).
+    alpha : float in [0, 1]   Hölder exponent.
+    L, M : float          Hölder constant and M = sup ‖∂ℓ(0, z)‖.
+    gamma : float in (0, 1)   failure probability.
+    R : float, optional   radius of the domain (part b).
+    C_alpha : float, optional   needed when R is None (part a).
+
+    References
+    ----------
+    [003] Theorem 7, eq. (2).
+    """
+    T = check_int(steps, "steps", minimum=1)
+    n = check_int(n, "n", minimum=1)
+    eta = check_positive(eta, "eta")
+    gamma = check_open_unit(gamma, "gamma")
+    if not 0 <= alpha <= 1:
+        raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
+    x = 3 * n * math.log(n / gamma) / T
+    c_gt = max(math.sqrt(x), x)
+    if alpha < 1:
+        c2sq = (1 - alpha) / (1 + alpha) * (2 ** -alpha * L) ** (2 / (1 - alpha))
+        first = c2sq * T * eta ** (2 / (1 - alpha))
+    else:
+        first = 0.0
+    if R is not None:
+        G = M + L * check_positive(R, "R") ** alpha
+    else:
+        if C_alpha is None:
+            raise ValueError("C_alpha is required when R is None (unbounded domain, Thm 7a)")
+        G = M + L * (C_alpha * T * eta) ** (alpha / 2)
+    r = T / n * (1 + c_gt)
+    return math.sqrt(math.e * (first + 4 * G * G * eta * eta * (1 + r) * r))
+
+
+def wang_lemma3_conditions(sample_rate, noise_multiplier, order) -> bool:
+    """Validity of Lemma 3: z² ≥ 0.67 and λ − 1 ≤ (2z²/3) log(1/(λ p (1 + z²))).
+
+    z = σ/Δ (replace-one sensitivity Δ); p = sampling-without-replacement rate.
+    """
+    p, z, lam = float(sample_rate), float(noise_multiplier), float(order)
+    if z * z < 0.67:
+        return False
+    arg = 1.0 / (lam * p * (1 + z * z))
+    return arg > 0 and lam - 1 <= (2 * z * z / 3) * math.log(arg)
+
+
+def wang_lemma3_rdp(sample_rate, noise_multiplier, order, *, check=True) -> float:
+    """Wang et al. Lemma 3: WOR-subsampled Gaussian is (λ, 3.5 p² λ / z²)-RDP.
+
+    Under the conditions of :func:`wang_lemma3_conditions` (``check=True`` raises
+    ``ValueError`` outside them). The paper cites Liang et al. (2020) for it; it is a
+    simplification of Wang, Balle, Kasiviswanathan (2019). We check it against the
+    general WBK bound (:func:`~dpclip_lab.accountants.rdp_sampled_without_replacement_gaussian`)
+    in the tests: it is an upper bound wherever its conditions hold on our grid.
+
+    References
+    ----------
+    [003] Lemma 3.
+    """
+    p = check_probability(sample_rate, "sample_rate")
+    z = check_positive(noise_multiplier, "noise_multiplier")
+    lam = float(order)
+    if lam <= 1:
+        raise ValueError(f"order must be > 1, got {order!r}")
+    if check and not wang_lemma3_conditions(p, z, lam):
+        raise ValueError(f"Lemma 3 does not apply at sample_rate={p}, noise_multiplier={z}, "
+                         f"order={lam}: needs z² ≥ 0.67 and λ−1 ≤ (2z²/3) log(1/(λp(1+z²)))")
+    return 3.5 * p * p * lam / (z * z)
+
+
+def wang_thm11_sigma(grad_bound, steps, n, epsilon, delta, beta) -> float:
+    """Alg. 2 (DP-SGD-Gradient) line 3: σ² = 14 G² T λ / (β n² ε), λ = log(1/δ)/((1−β)ε) + 1.
+
+    G = M + L R^α bounds every gradient, so the per-step sensitivity (replace-one,
+    batch of 1) is 2G. Lemma 3 with p = 1/n then gives (λ, βε/T)-RDP per step, βε in
+    total, and the classic conversion (Mironov Prop. 3) gives (ε, δ)-DP — *if* the
+    conditions of :func:`wang_thm11_conditions` hold.
+
+    References
+    ----------
+    [003] Algorithm 2, Theorem 11 and its proof (Sec. 3.3).
+    """
+    G = check_positive(grad_bound, "grad_bound")
+    T = check_int(steps, "steps", minimum=1)
+    n = check_int(n, "n", minimum=1)
+    eps = check_positive(epsilon, "epsilon")
+    delta = check_open_unit(delta, "delta")
+    if not 0 < beta < 1:
+        raise ValueError(f"beta must lie in (0, 1), got {beta!r}")
+    lam = math.log(1 / delta) / ((1 - beta) * eps) + 1
+    return math.sqrt(14 * G * G * T * lam / (beta * n * n * eps))
+
+
+def wang_thm11_conditions(sigma, grad_bound, n, epsilon, delta, beta) -> bool:
+    """Conditions (32)–(33) of Thm 11 at λ = log(1/δ)/((1−β)ε) + 1.
+
+    (32) σ²/(4G²) ≥ 0.67;  (33) λ − 1 ≤ σ²/(6G²) · log(n / (λ (1 + σ²/(4G²)))).
+    These are Lemma 3's conditions with Δ = 2G, p = 1/n.
+    """
+    G = float(grad_bound)
+    lam = math.log(1 / delta) / ((1 - beta) * epsilon) + 1
+    s = sigma * sigma / (4 * G * G)
+    if s < 0.67:
+        return False
+    arg = n / (lam * (1 + s))
+    return arg > 0 and lam - 1 <= sigma * sigma / (6 * G * G) * math.log(arg)
+
+
+def wang_remark4_beta(grad_bound, steps, n, epsilon, delta, *, grid=999):
+    """Remark 4's β search: among β ∈ (0, 1) meeting Thm 11's conditions, the one closest to 1/2.
+
+    Returns
+    -------
+    beta, sigma : (float, float)
+        The chosen β and Alg. 2's σ for it.
+
+    Raises
+    ------
+    ValueError
+        If no β on the grid satisfies (32)–(33) (then Thm 11 certifies nothing).
+    """
+    betas = np.linspace(0, 1, grid + 2)[1:-1]
+    ok = [b for b in betas
+          if wang_thm11_conditions(wang_thm11_sigma(grad_bound, steps, n, epsilon, delta, b),
+                                   grad_bound, n, epsilon, delta, b)]
+    if not ok:
+        raise ValueError(f"no beta in (0, 1) satisfies Thm 11's conditions at n={n}, "
+                         f"T={steps}, epsilon={epsilon}, delta={delta}")
+    b = float(min(ok, key=lambda x: abs(x - 0.5)))
+    return b, wang_thm11_sigma(grad_bound, steps, n, epsilon, delta, b)
+
+
+def wang_lemma13_epsilon_threshold(n) -> float:
+    """Lemma 13 / Fig. 1: with T = n, δ = 1/n², β exists if ε ≥ (7(n^{1/3}−1) + 4 n log n + 7) / (2n(n^{1/3}−1)).
+
+    Requires n ≥ 18.
+    """
+    n = check_int(n, "n", minimum=18)
+    c = n ** (1 / 3) - 1
+    return (7 * c + 4 * math.log(n) * n + 7) / (2 * n * c)
+
+
+def wang_sigma_to_noise_multiplier(sigma, grad_bound) -> float:
+    """z = σ / (2G): Wang's σ (noise on ONE gradient bounded by G, replace-one Δ = 2G).
+
+    Use with ``SampledWithoutReplacementEvent(n, 1, GaussianEvent(z))`` (i_t ∼ Unif[n]).
+    """
+    return check_positive(sigma, "sigma") / (2 * check_positive(grad_bound, "grad_bound"))
+
+
+# ----------------------------------------------------------------------------------------
+# [004] DiceSGD
+# ----------------------------------------------------------------------------------------
+def dicesgd_thm38_sigma(C1, C2, G_prime, steps, N, epsilon, delta) -> float:
+    """DiceSGD Thm 3.8 / A.4: σ1² ≥ 32 T (C1² + 2 min{C2², G′²}) log(1/δ) / (N² ε²).
+
+    σ1 is the std of the noise w^t added to the update direction v^t = (1/B)Σ clip(g_i, C1)
+    + clip(e^t, C2) (Alg. 2, line 6): noise on the AVERAGE. Requires C1 ≤ C2 < C/B.
+
+    NOTE (constant does not follow from the proof): the proof (App. A.2) ends with the RDP
+    bound 16 α T (C1² + 2 min{C2², G′²}) / (σ1² N²) (:func:`dicesgd_proof_rdp`), and
+    Lemma A.6 (ε = ρ(α) + log(1/δ)/(α−1)); minimizing over α gives
+    ε = a + 2√(a log(1/δ)) with a = 16TḠ/(σ1²N²) — with the stated σ1 this is
+    √2·ε + ε²/(2 log(1/δ)), not ε. The constant 32 should be 64 (plus the lower-order
+    term) for the theorem to follow from its own proof. (The proof's per-step bound for
+    the clipped-gradient part, 8p²C1²α/(B²σ1²), is itself 4× the MTZ Thm 11 value
+    2p²C1²α/(B²σ1²) for add/remove neighbours, so the *true* ε may still be below target;
+    use the exact accountants to check a given setting.)
+
+    References
+    ----------
+    [004] Theorem 3.8, Theorem A.4, Appendix A.2 (eq. after (25)).
+    """
+    C1 = check_positive(C1, "C1")
+    C2 = check_positive(C2, "C2")
+    Gp = check_positive(G_prime, "G_prime")
+    T = check_int(steps, "steps", minimum=1)
+    N = check_int(N, "N", minimum=1)
+    eps = check_positive(epsilon, "epsilon")
+    delta = check_open_unit(delta, "delta")
+    gbar = C1 * C1 + 2 * min(C2 * C2, Gp * Gp)
+    return math.sqrt(32 * T * gbar * math.log(1 / delta)) / (N * eps)
+
+
+def dicesgd_alg4_sigma(steps, N, epsilon, delta, clip_norm=1.0) -> float:
+    """Automatic DiceSGD (Alg. 4): C1 = C2 = C, σ = √(96 T log(1/δ)) C / (N ε).
+
+    Thm 3.8 with min{C², G′²} ≤ C² (Ḡ ≤ 3C², 32·3 = 96); Alg. 4 uses C = 1 and lets
+    the learning rate absorb C. Inherits Thm 3.8's constant issue.
+
+    References
+    ----------
+    [004] Section 3 ("Hyperparameter tuning efficiency") and Algorithm 4.
+    """
+    T = check_int(steps, "steps", minimum=1)
+    N = check_int(N, "N", minimum=1)
+    eps = check_positive(epsilon, "epsilon")
+    delta = check_open_unit(delta, "delta")
+    return math.sqrt(96 * T * math.log(1 / delta)) * check_positive(clip_norm, "clip_norm") / (N * eps)
+
+
+def dicesgd_sigma_to_noise_multiplier(sigma1, batch_size, C1) -> float:
+    """z = σ1 B / C1: DiceSGD's σ1 as the noise multiplier of its clipped-gradient part.
+
+    This is the z of a DPSGD-GC run with the same noise (Poisson rate B/N); DiceSGD's
+    error feedback leaks more, so its own ε is larger than DP-SGD's at this z.
+    """
+    return average_sigma_to_noise_multiplier(sigma1, clip_norm=C1, batch_size=batch_size)
+
+
+def dicesgd_proof_rdp(order, sigma1, steps, N, C1, C2, G_prime):
+    """RDP at ``order`` implied by DiceSGD's proof: 16 α T (C1² + 2 min{C2², G′²}) / (σ1² N²).
+
+    Valid only where its Lemma A.11 (MTZ 2019 Thm 11: p ≤ 1/5, σ large, α small) applies.
+    """
+    a = np.asarray(order, dtype=float)
+    gbar = C1 * C1 + 2 * min(C2 * C2, G_prime * G_prime)
+    return 16 * a * steps * gbar / (sigma1 * sigma1 * N * N)
+
+
+def dicesgd_proof_epsilon(sigma1, steps, N, C1, C2, G_prime, delta) -> float:
+    """ε from :func:`dicesgd_proof_rdp` and Lemma A.6, optimized over α > 1 in closed form.
+
+    ε = a + 2√(a log(1/δ)), a = 16 T Ḡ/(σ1² N²) (at α − 1 = √(log(1/δ)/a)).
+    """
+    delta = check_open_unit(delta, "delta")
+    a = float(dicesgd_proof_rdp(1.0, sigma1, steps, N, C1, C2, G_prime))
+    return a + 2 * math.sqrt(a * math.log(1 / delta))

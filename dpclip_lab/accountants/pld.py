@@ -1,0 +1,412 @@
+"""A tight numerical accountant: privacy-loss distributions composed by FFT.
+
+For a pair of output distributions (P, Q) (the mechanism on D and on a neighbour D')
+the *privacy profile* δ(ε) = sup_S P(S) − e^ε Q(S) = E_{L∼P}[(1 − e^{ε−L})_+] is the
+tightest (ε, δ) curve, where L = log(P/Q) is the privacy loss. Composition adds
+independent privacy losses, so the T-fold profile follows from the T-fold convolution
+of the loss distribution — computed here with one FFT.
+
+How this module stays an *upper bound* (every approximation is rounded the safe way):
+
+1. **Connect the dots** (Doroshenko et al. 2022). On the grid ε_i = i·h the exact
+   δ(ε_i) of one step is computed in closed form; a discrete loss distribution is built
+   whose profile is the piecewise-linear interpolation of these values in e^ε. The
+   profile is convex in e^ε, so the chords lie above it: the discrete pair dominates
+   the true one, and domination survives composition. The error is second order in h.
+2. Loss beyond the top grid point goes to an "infinite loss" mass (= δ(ε_top)).
+3. The FFT composes on a window [a, b] of the total loss chosen by Chernoff bounds on
+   the discrete distribution; mass above b is bounded by the Chernoff bound and added
+   to δ; mass below a wraps around into the window, which can only increase δ.
+4. A floating-point error bound for the FFT is added to δ.
+5. ε is the exact root of the discrete profile (piecewise closed form), and add/remove
+   neighbours are accounted separately and the worse one is reported.
+
+Reported accuracy: the returned ε is never below the truth; its excess is
+``PLDAccountant.error_bound`` style — we test ≤ 1e-3 relative against the analytic
+Gaussian (q = 1) and dp_accounting's PLD at fine discretization.
+
+References
+----------
+Koskela, A., Jälkö, J., Honkela, A. (2020). Computing tight differential privacy
+guarantees using FFT. AISTATS.
+Doroshenko, V., Ghazi, B., Kamath, P., Kumar, R., Manurangsi, P. (2022). Connect the
+dots: tighter discrete approximations of privacy loss distributions. PETS.
+Zhu, Y., Dong, J., Wang, Y.-X. (2022). Optimal accounting of differential privacy via
+characteristic function. AISTATS (dominating pairs, add/remove).
+Balle, B., Barthe, G., Gaboardi, M. (2018). Privacy amplification by subsampling:
+tight analyses via couplings and divergences. NeurIPS (δ of a subsampled pair).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import fft as sfft
+from scipy import signal, special
+
+from .._validation import check_int, check_nonnegative, check_open_unit, check_positive
+from .gaussian import gaussian_delta_for_epsilon
+
+__all__ = ["PLDAccountant", "privacy_profile", "discretize_connect_the_dots"]
+
+_TAIL_SIGMAS = 10.0          # Gaussian tails beyond 10 std (7.6e-24) go to the infinite mass
+_WINDOW_TAIL = 1e-15         # Chernoff tail mass allowed outside the FFT window
+_MAX_FFT = 1 << 23
+
+
+# ----------------------------------------------------------------------------------------
+# Privacy profiles δ(ε) of single steps
+# ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Profile:
+    """δ(ε) of one step in one direction, and the loss range outside which δ is ~0/linear."""
+
+    delta: callable
+    lo: float
+    hi: float
+
+
+def _base_profile(event):
+    """(δ(ε), loss_lo, loss_hi) of a symmetric base mechanism (δ_{P,Q} = δ_{Q,P})."""
+    from .events import EpsilonDeltaEvent, GaussianEvent, LaplaceEvent, unsupported
+    if isinstance(event, GaussianEvent):
+        z = event.noise_multiplier
+        if z == 0:
+            return None
+        r = _TAIL_SIGMAS / z + 0.5 / (z * z)
+        return (lambda e: gaussian_delta_for_epsilon(z, e)), -r, r
+    if isinstance(event, LaplaceEvent):
+        a = 1.0 / event.noise_multiplier
+
+        def laplace_delta(e):
+            e = np.asarray(e, dtype=float)
+            return np.where(e >= a, 0.0,
+                            np.where(e <= -a, -np.expm1(e), -np.expm1((e - a) / 2.0)))
+        return laplace_delta, -a, a
+    if isinstance(event, EpsilonDeltaEvent):
+        e0, d0 = event.epsilon, event.delta
+
+        def eps_delta_delta(e):
+            e = np.asarray(e, dtype=float)
+            hi = np.exp(e0) * np.maximum(-np.expm1(np.minimum(e - e0, 0.0)), 0.0)
+            lo = np.maximum(-np.expm1(np.minimum(e + e0, 0.0)), 0.0)
+            return d0 + (1.0 - d0) * (hi + lo) / (1.0 + np.exp(e0))
+        return eps_delta_delta, -e0, e0
+    raise unsupported(event, "PLDAccountant")
+
+
+def privacy_profile(event):
+    """The two privacy profiles (remove, add) of one step, as ``_Profile`` objects.
+
+    For ``PoissonSampledEvent(q, base)`` with base profile δ_b (Balle, Barthe, Gaboardi
+    2018, Thm 8 / Zhu, Dong, Wang 2022, Prop. 30):
+
+    * remove, (P, Q) = ((1−q)Q_b + qP_b, Q_b):
+      δ(ε) = q · δ_b(log(1 + (e^ε − 1)/q)) for ε > log(1−q), else 1 − e^ε;
+    * add, (P, Q) = (Q_b, (1−q)Q_b + qP_b):
+      δ(ε) = (1 − (1−q)e^ε) · δ_b(−log(1 + (e^{−ε} − 1)/q)) for ε < −log(1−q), else 0.
+
+    Returns ``None`` for a mechanism without noise (ε = inf).
+    """
+    from .events import PoissonSampledEvent
+    if isinstance(event, PoissonSampledEvent):
+        base = _base_profile(event.event)
+        if base is None:
+            return None
+        d_b, lo, hi = base
+        q = event.sample_rate
+        if q == 1.0:
+            p = _Profile(d_b, lo, hi)
+            return p, p
+        l1q = math.log1p(-q)
+
+        def remove(e):
+            e = np.asarray(e, dtype=float)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                inner = np.log1p(np.expm1(e) / q)
+                out = q * d_b(np.where(e > l1q, inner, 0.0))
+            return np.where(e > l1q, out, -np.expm1(e))
+
+        def add(e):
+            e = np.asarray(e, dtype=float)
+            ok = e < -l1q
+            with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+                inner = -np.log1p(np.expm1(-np.where(ok, e, 0.0)) / q)
+                pref = -np.expm1(np.where(ok, e, 0.0)) + q * np.exp(np.where(ok, e, 0.0))
+                out = pref * d_b(inner)
+            return np.where(ok, out, 0.0)
+
+        lmix = lambda l: float(np.logaddexp(l1q, math.log(q) + l))  # noqa: E731
+        return (_Profile(remove, lmix(lo), lmix(hi)), _Profile(add, -lmix(hi), -lmix(lo)))
+    base = _base_profile(event)
+    if base is None:
+        return None
+    p = _Profile(*base)
+    return p, p
+
+
+def discretize_connect_the_dots(profile: _Profile, h: float):
+    """Discrete loss distribution on the grid i·h dominating ``profile`` (connect the dots).
+
+    Parameters
+    ----------
+    profile : _Profile
+        δ(ε) of the step and its loss range [lo, hi].
+    h : float > 0
+        Grid spacing (``value_discretization_interval``).
+
+    Returns
+    -------
+    i0 : int
+        Grid index of the first mass (its loss is i0·h).
+    masses : ndarray
+        Non-negative masses μ_j at losses (i0 + j)·h, with
+        μ_j = [(δ_{j+1} − δ_j) − e^h (δ_j − δ_{j−1})] / (e^h − 1), the jumps of the
+        slopes of the chords of δ as a function of e^ε (δ_{−1} := 1 at e^ε = 0,
+        slope 0 after the last point).
+    inf_mass : float
+        δ(ε_top), the mass given infinite loss.
+
+    References
+    ----------
+    Doroshenko et al. (2022), Algorithm 1 ("connect the dots").
+    """
+    i0 = math.floor(profile.lo / h) - 1
+    i1 = math.ceil(profile.hi / h) + 1
+    eps = np.arange(i0, i1 + 1) * h
+    d = np.asarray(profile.delta(eps), dtype=float)
+    em1 = math.expm1(h)
+    diff = np.diff(d)                                  # δ_{j+1} − δ_j (≤ 0)
+    right = np.append(diff, 0.0) / em1                 # y_j · s_j
+    y0_s_left = (d[0] - 1.0) / 1.0                     # chord from (0, 1) to (y_0, δ_0): y_0·s_{-1}
+    left = np.concatenate([[y0_s_left], math.exp(h) * diff / em1])
+    masses = np.maximum(right - left, 0.0)             # round tiny negatives (float) up to 0
+    return i0, masses, float(d[-1])
+
+
+# ----------------------------------------------------------------------------------------
+# Composition by FFT
+# ----------------------------------------------------------------------------------------
+class _Composed:
+    """Composed discrete loss distribution of one direction, on a window of the grid."""
+
+    def __init__(self, parts, h):
+        # parts: list of (i0, masses, inf_mass, count)
+        self.h = h
+        finite_log = 0.0
+        for _, _, inf_mass, c in parts:
+            finite_log += c * math.log1p(-min(inf_mass, 1.0 - 1e-300))
+        self.inf_mass = -math.expm1(finite_log)
+        # Chernoff window: Λ(t) = Σ c_j log Σ_k μ_jk e^{t l_k}
+        ts = np.logspace(-3, 3, 61)
+
+        def cgf(sign):
+            tot = np.zeros_like(ts)
+            for i0, m, _, c in parts:
+                l = (i0 + np.arange(len(m))) * h
+                with np.errstate(divide="ignore"):
+                    lm = np.log(m)
+                tot += c * special.logsumexp(lm[None, :] + sign * ts[:, None] * l[None, :], axis=1)
+            return tot
+        self._ts, self._cgf_up = ts, cgf(+1.0)
+        log_tau = math.log(_WINDOW_TAIL)
+        b = np.min((self._cgf_up - log_tau) / ts)
+        a = -np.min((cgf(-1.0) - log_tau) / ts)
+        lo_idx = math.floor(a / h) - 1
+        n = max(math.ceil(b / h) + 2 - lo_idx, 16)
+        if n > _MAX_FFT:
+            raise _TooFine(n)
+        n = sfft.next_fast_len(n, real=True)
+        self.lo_idx, self.n = lo_idx, n
+        spec = np.ones(n // 2 + 1, dtype=complex)
+        n_mult = 0
+        for i0, m, _, c in parts:
+            pos = (i0 + np.arange(len(m))) % n          # absolute grid index mod n
+            arr = np.bincount(pos, weights=m, minlength=n)
+            spec *= sfft.rfft(arr) ** c
+            n_mult += c
+        # position r holds the total index I ≡ r (mod n); unroll to I = lo_idx + k
+        pmf = np.roll(sfft.irfft(spec, n=n), -(lo_idx % n))
+        # Float error of the FFT route, bounded in ℓ1 via Parseval (Koskela et al. 2020):
+        # ||err||_1 <= sqrt(n)||err||_2 = ||E||_2 with |E| <~ eps (π n_mult + 4 log2 n)|spec|.
+        full_norm = math.sqrt(2.0 * float(np.sum(np.abs(spec) ** 2)))
+        self.fft_slack = 8 * np.finfo(float).eps * (math.pi * n_mult + 4 * math.log2(n) + 8) \
+            * max(full_norm, 1.0)
+        self.pmf = np.maximum(pmf, 0.0)
+        self.losses = (lo_idx + np.arange(n)) * h
+        # Chernoff bound on the finite mass above the window (added to δ).
+        top = (lo_idx + n) * h
+        self.upper_tail = float(np.exp(min(0.0, np.min(self._cgf_up - ts * top))))
+        # Suffix sums over positive losses for δ(ε), ε >= 0:
+        # s1_j = Σ_{k>=j} c_k and u_j = Σ_{k>=j} c_k e^{l_j - l_k} = c_j + e^{-h} u_{j+1}
+        # (a first-order recursion, run as an IIR filter; no overflow for large losses).
+        pos = self.losses > 0
+        self._l = self.losses[pos]
+        c = self.pmf[pos]
+        self._s1 = np.cumsum(c[::-1])[::-1]
+        self._u = signal.lfilter([1.0], [1.0, -math.exp(-h)], c[::-1])[::-1]
+        self.extra = self.inf_mass + self.upper_tail + self.fft_slack
+
+    def delta(self, eps: float) -> float:
+        """δ(ε) for ε ≥ 0 (upper bound)."""
+        j = int(np.searchsorted(self._l, eps, side="right"))   # first loss > ε
+        if j >= len(self._l):
+            return min(1.0, self.extra)
+        val = self._s1[j] - math.exp(eps - self._l[j]) * self._u[j]
+        return min(1.0, max(val, 0.0) + self.extra)
+
+    def epsilon(self, delta: float) -> float:
+        """Smallest ε ≥ 0 with δ(ε) ≤ delta (exact for the discrete distribution)."""
+        budget = delta - self.extra
+        if budget <= 0:
+            return math.inf
+        if self.delta(0.0) <= delta:
+            return 0.0
+        # δ at the grid losses: δ(l_j) = s1_{j+1} − e^{-h} u_{j+1}
+        dg = np.append(self._s1[1:] - math.exp(-self.h) * self._u[1:], 0.0)
+        j = int(np.argmax(dg <= budget))              # first grid loss meeting the budget
+        # On (l_{j-1}, l_j]: δ(ε) = s1_j − e^{ε − l_j} u_j; solve δ(ε) = budget.
+        s1, u = self._s1[j], self._u[j]
+        lo = self._l[j - 1] if j > 0 else 0.0
+        if u <= 0 or s1 <= budget:
+            return max(lo, 0.0)
+        eps = self._l[j] + math.log((s1 - budget) / u)
+        eps = min(max(eps, lo), self._l[j])
+        return eps + 1e-12 * (1 + abs(eps))           # round up past float error
+
+
+class _TooFine(Exception):
+    pass
+
+
+class PLDAccountant:
+    """Tight accountant: privacy-loss distributions, connect-the-dots, FFT composition.
+
+    Same interface as :class:`~dpclip_lab.accountants.RDPAccountant`: ``compose(event,
+    count)`` then ``get_epsilon(delta)`` / ``get_delta(epsilon)``.
+
+    Supported events: ``GaussianEvent``, ``LaplaceEvent``, ``EpsilonDeltaEvent`` (as its
+    exact dominating pair), each optionally inside ``PoissonSampledEvent``;
+    ``ComposedEvent``, ``SelfComposedEvent``, ``NoOpEvent``, ``NonPrivateEvent``
+    (ε = inf). Not supported: ``SampledWithoutReplacementEvent`` (use RDP).
+
+    Parameters
+    ----------
+    value_discretization_interval : float > 0, optional
+        Grid spacing h of the privacy loss. Default ``None`` picks h per query for about
+        ``target_relative_error`` (see ``_auto_h``). If the FFT window would exceed 2^23
+        points, h is doubled until it fits (looser, still an upper bound); the spacing
+        used last is in ``h_used``.
+
+    Notes
+    -----
+    Error statement: every step of the computation rounds towards a larger δ (see the
+    module docstring), so ``get_epsilon`` is an upper bound on the true ε of the
+    composed mechanism (up to the float error bound we add). Its excess over the truth
+    comes from the connect-the-dots interpolation (second order in h) and is below
+    1e-3 relative in all our tests (``tests/test_accountants_pld.py``).
+    """
+
+    def __init__(self, value_discretization_interval=None, target_relative_error=1e-4):
+        self.target_relative_error = check_positive(target_relative_error, "target_relative_error")
+        if value_discretization_interval is not None:
+            value_discretization_interval = check_positive(
+                value_discretization_interval, "value_discretization_interval")
+        self.value_discretization_interval = value_discretization_interval
+        self._leaves = []            # (event, count)
+        self.non_private = False
+        self._cache = None
+
+    def compose(self, event, count: int = 1) -> "PLDAccountant":
+        """Account for ``event`` run ``count`` times; returns ``self``.
+
+        Raises ``ValueError`` naming the event if it is unsupported (nothing is added).
+        """
+        from .events import NonPrivateEvent, NoOpEvent, flatten
+        count = check_int(count, "count", minimum=0)
+        new, nonpriv = [], False
+        for leaf, c in flatten(event, count):
+            if isinstance(leaf, NoOpEvent):
+                continue
+            if isinstance(leaf, NonPrivateEvent):
+                nonpriv = True
+                continue
+            prof = privacy_profile(leaf)         # raises for unsupported events
+            if prof is None:
+                nonpriv = True
+                continue
+            new.append((leaf, c))
+        self._leaves.extend(new)
+        self.non_private |= nonpriv
+        self._cache = None
+        return self
+
+    def _composed(self, h: float):
+        """Both directions composed on the grid of spacing h (cached per h)."""
+        if self._cache is None:
+            self._cache = {}
+        if h in self._cache:
+            return self._cache[h]
+        merged = {}
+        for ev, c in self._leaves:                 # merge equal events: one power each
+            merged[ev] = merged.get(ev, 0) + c
+        h_req = h
+        while True:
+            try:
+                out = [_Composed([(*_discretize_cached(ev, d, h), c) for ev, c in merged.items()], h)
+                       for d in (0, 1)]
+                break
+            except _TooFine:
+                h *= 2.0                             # coarser grid: still an upper bound
+        self._cache[h_req] = out
+        self.h_used = h
+        return out
+
+    def _auto_h(self, query) -> float:
+        """Grid spacing aiming at ``target_relative_error`` (r) when none was given.
+
+        The connect-the-dots excess is second order: about c · n · h² in ε for n composed
+        steps, with c ≲ 2 in our tests. A first pass at h = 1e-3 gives ε0, then
+        h = sqrt(r/2 · ε0 / n) ∈ [1e-6, 1e-3].
+        """
+        if self.value_discretization_interval is not None:
+            return self.value_discretization_interval
+        n = sum(c for _, c in self._leaves)
+        eps0 = query(1e-3)
+        if not math.isfinite(eps0):
+            return 1e-3
+        return float(np.clip(math.sqrt(self.target_relative_error / 2 * max(eps0, 1e-2) / n), 1e-6, 1e-3))
+
+    def get_epsilon(self, delta) -> float:
+        """ε of the composed run at ``delta`` (an upper bound; max over add and remove)."""
+        delta = check_open_unit(delta, "delta")
+        if self.non_private:
+            return math.inf
+        if not self._leaves:
+            return 0.0
+        query = lambda h: max(c.epsilon(delta) for c in self._composed(h))  # noqa: E731
+        return query(self._auto_h(query))
+
+    def get_delta(self, epsilon) -> float:
+        """δ of the composed run at ``epsilon`` ≥ 0 (an upper bound)."""
+        epsilon = check_nonnegative(epsilon, "epsilon")
+        if self.non_private:
+            return 1.0
+        if not self._leaves:
+            return 0.0
+        h = self._auto_h(lambda h: epsilon)
+        return max(c.delta(epsilon) for c in self._composed(h))
+
+
+_DISC_CACHE: dict = {}
+
+
+def _discretize_cached(event, direction, h):
+    key = (event, direction, h)
+    if key not in _DISC_CACHE:
+        if len(_DISC_CACHE) > 256:
+            _DISC_CACHE.clear()
+        prof = privacy_profile(event)[direction]
+        _DISC_CACHE[key] = discretize_connect_the_dots(prof, h)
+    return _DISC_CACHE[key]
