@@ -204,15 +204,15 @@ def song_logistic_lower_bound(n: int, *, dtype=torch.float64, device=None) -> GL
 
 
 def song_logistic_huber_minimizer(clip_norm: float) -> float:
-    """``θ_huber = 2 log(1/L − 1)`` for the Thm 3.2 dataset, as printed in the paper.
+    """The minimizer of the clipped objective on the Thm 3.2 dataset: ``θ_huber = 2 log(1/L − 1)``.
 
-    (The paper's proof needs ``L`` small enough that the ``(1/2, +1)`` examples
-    are clipped at ``θ_huber``; the book checks this against the exact minimizer.)
+    The paper's formula, valid for ``L < 1/2``: at ``θ_huber`` the ``(1/2, +1)``
+    examples have gradient norm ``L/2`` (unclipped) and the ``(1, −1)`` examples
+    ``1 − L > L`` (clipped to ``L``), and ``2n·L/2 = n·L`` balances. For
+    ``L ≥ 1/2`` nothing is clipped at ``θ* = 0`` and the answer is 0.
     """
     L = check_positive(clip_norm, "clip_norm")
-    if L >= 0.5:
-        raise ValueError(f"clip_norm must lie in (0, 0.5) for the Thm 3.2 formula, got {clip_norm!r}")
-    return 2.0 * math.log(1.0 / L - 1.0)
+    return 2.0 * math.log(1.0 / L - 1.0) if L < 0.5 else 0.0
 
 
 def song_squared_lower_bound(n: int, clip_norm: float, *, dtype=torch.float64, device=None) -> GLProblem:

@@ -80,8 +80,9 @@ def test_dice_constant_bias_fixed_point(C):
 
 
 def test_bad_arguments():
-    with pytest.raises(ValueError, match="clip_norm must lie in \\(0, 0.5\\)"):
-        dl.data.song_logistic_huber_minimizer(0.7)
+    assert dl.data.song_logistic_huber_minimizer(0.7) == 0.0              # nothing clipped at θ* = 0
+    with pytest.raises(ValueError, match="clip_norm must lie in"):
+        dl.data.song_logistic_huber_minimizer(-0.1)
     with pytest.raises(ValueError, match="n must be an integer >= 1"):
         dl.data.song_logistic_lower_bound(0)
     with pytest.raises(ValueError, match="test_size"):

@@ -1,0 +1,114 @@
+"""DP-SGD with gradient perturbation for α-Hölder smooth losses (Wang, Lei, Ying, Zhang, Alg. 2).
+
+One uniformly drawn example per step, Gaussian noise on its gradient, projection
+onto ``B(0, R)``, averaged output. On the ball every gradient has norm at most
+``G = M + L R^α``, so the lab runs it as DP-SGD with ``batch_size=1``,
+``sampling="with_replacement"``, clip norm ``G`` (a no-op when the Hölder
+constants are right, and a guarantee of the privacy claim when they are not)
+and noise multiplier ``z = σ / G``.
+
+Noise calibration (Thm 11 and Remark 4): with
+``λ = log(1/δ)/((1−β)ε) + 1`` and ``σ² = 14 G² T λ / (β n² ε)``, the run is
+(ε, δ)-DP if ``σ²/(4G²) ≥ 0.67`` and
+``λ − 1 ≤ σ²/(6G²) · log(n / (λ (1 + σ²/(4G²))))``. Remark 4 searches β ∈ (0, 1)
+for feasible values and takes the one closest to 1/2 (smallest σ);
+:func:`gradient_noise_std` does that on a grid.
+
+Privacy record: ``SelfComposedEvent(SampledWithoutReplacementEvent(n, 1,
+GaussianEvent(σ / (2G))), T)`` — replace-one neighbours, sensitivity ``2G``, the
+setting of Wang et al.'s Lemma 3 (an accountant may certify a smaller ε than
+the paper's). The paper's own (ε, δ) is in ``extra["paper_epsilon"]``.
+
+If ``dpclip_lab.accountants.paper_bounds`` implements Thm 11, the β search
+there and here should be deduplicated.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._validation import check_int, check_open_unit, check_positive
+from .dp_sgd import check_n, dp_sgd
+from .loop import DPResult
+from .output_perturbation import holder_constants
+from .updates import project_l2_ball
+
+__all__ = ["dp_sgd_gradient_perturbation", "gradient_noise_std", "thm11_conditions"]
+
+
+def thm11_conditions(beta, *, epsilon, delta, steps, n, gradient_bound):
+    """σ and whether Thm 11's two RDP conditions hold at ``beta`` (Wang et al.)."""
+    b = float(beta)
+    G = gradient_bound
+    lam = math.log(1.0 / delta) / ((1.0 - b) * epsilon) + 1.0
+    sigma2 = 14.0 * G * G * steps * lam / (b * n * n * epsilon)
+    r = sigma2 / (4.0 * G * G)
+    arg = n / (lam * (1.0 + r))
+    ok = r >= 0.67 and arg > 0 and (lam - 1.0) <= sigma2 / (6.0 * G * G) * math.log(arg)
+    return math.sqrt(sigma2), ok
+
+
+def gradient_noise_std(*, epsilon, delta, steps, n, gradient_bound, grid: int = 9999):
+    """Remark 4: the feasible β closest to 1/2 on a grid of (0, 1), and its σ.
+
+    Returns ``(sigma, beta)``. Raises ValueError if no β on the grid satisfies
+    Thm 11 (Lemma 13 gives a sufficient condition on ε for T = n, δ = 1/n²).
+    """
+    e = check_positive(epsilon, "epsilon")
+    d = check_open_unit(delta, "delta")
+    T = check_int(steps, "steps", minimum=1)
+    n = check_int(n, "n", minimum=1)
+    G = check_positive(gradient_bound, "gradient_bound")
+    betas = np.linspace(0.0, 1.0, grid + 2)[1:-1]
+    betas = betas[np.argsort(np.abs(betas - 0.5), kind="stable")]
+    for b in betas:
+        sigma, ok = thm11_conditions(b, epsilon=e, delta=d, steps=T, n=n, gradient_bound=G)
+        if ok:
+            return sigma, float(b)
+    raise ValueError(f"no beta in (0, 1) satisfies Wang et al. Thm 11 for epsilon={epsilon}, delta={delta}, "
+                     f"steps={steps}, n={n}: increase epsilon or n (see their Lemma 13 / Fig. 1)")
+
+
+def dp_sgd_gradient_perturbation(grad_fn, theta0, *, n, steps, lr, epsilon, delta, radius, holder=None,
+                                 seed=None, keep_iterates=True, progress=None) -> DPResult:
+    """DP-SGD-Gradient (Wang, Lei, Ying, Zhang, Alg. 2; Thm 11, Remark 4).
+
+    Parameters
+    ----------
+    grad_fn : callable or GLProblem
+    theta0 : Tensor[p] or Tensor[R, p]
+        ``w_1`` (the paper: 0).
+    n, steps, lr
+        n, T, η.
+    epsilon, delta : float
+        Target (ε, δ); σ and β come from :func:`gradient_noise_std`.
+    radius : float
+        R of ``W = B(0, R)`` (Alg. 2 needs a bounded domain; Remark 5).
+    holder : tuple (alpha, L, M), optional
+        Default: from a GLProblem.
+    seed : int, optional
+
+    Returns
+    -------
+    DPResult (``release="average"``: ``(1/T) Σ_{t=1}^T w_t`` with ``w_1 = θ_0``, as in
+    the paper), ``extra`` with ``sigma``, ``beta``, ``gradient_bound`` G and
+    ``paper_epsilon``; ``noise_multiplier = σ/G``.
+    """
+    n = check_n(n, grad_fn)
+    R = check_positive(radius, "radius")
+    a, L, M, _ = holder_constants(grad_fn, holder, R)
+    G = M + L * R ** a
+    sigma, beta = gradient_noise_std(epsilon=epsilon, delta=delta, steps=steps, n=n, gradient_bound=G)
+    res = dp_sgd(grad_fn, theta0, n=n, steps=steps, lr=lr, clip_norm=G, noise_multiplier=sigma / G,
+                 batch_size=1, sampling="with_replacement", project=project_l2_ball(R), average=True,
+                 seed=seed, keep_iterates=True, progress=progress)
+    # Wang et al. average w_1..w_T (w_1 = θ_0), not θ_1..θ_T.
+    start = theta0 if res.theta.dim() == theta0.dim() else theta0.expand_as(res.theta)
+    res.theta = res.theta + (start - res.iterates[..., -1, :]) / steps
+    if not keep_iterates:
+        res.iterates = None
+    res.algorithm = "DP-SGD-Gradient (Wang et al. Alg. 2)"
+    res.extra.update(sigma=sigma, beta=beta, gradient_bound=G, holder=(a, L, M),
+                     paper_epsilon=float(epsilon), paper_delta=float(delta))
+    return res

@@ -1,0 +1,176 @@
+"""Per-example gradients, reduced to the sums a privatizer needs.
+
+Every algorithm asks the same question each step: *at θ (one per run), for this
+batch, what is* ``Σ_i s_i g_i`` *(the sum of rescaled per-example gradients;
+``s_i = min(1, C/‖g_i‖)`` for clipping) and, for error feedback, the raw sum*
+``Σ_i g_i``? Two oracles answer it:
+
+:class:`CallableOracle`
+    Any ``grad_fn(theta, idx) -> Tensor[len(idx), p]`` (or batched
+    ``[R, p], [R, b] -> [R, b, p]``). Per-example gradients are materialized.
+:class:`GLPOracle`
+    A generalized linear problem (``dpclip_lab.GLProblem``): the gradient of
+    example i is ``f'(⟨θ, x_i⟩; y_i) x_i``, so its norm is ``|f'_i| ‖x_i‖`` and
+    the rescaled sum is ``X_Bᵀ (s ⊙ f')`` — O(np), no ``[n, p]`` tensor
+    (Song et al. 2021, §2). Pre-clip perturbation (Chen et al. §5) breaks the
+    rank-one structure, so it falls back to materialized gradients.
+
+:func:`as_oracle` picks one: a ``GLProblem`` — or its bound ``grad_fn`` — gets
+the fast path; any other callable (or object with a ``grad_fn`` method, such
+as ``MeanEstimation``) the generic one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+__all__ = ["Sums", "CallableOracle", "GLPOracle", "as_oracle"]
+
+
+@dataclass
+class Sums:
+    """What one step's per-example gradients reduce to (runs dim first).
+
+    ``scaled``: ``Σ_i w_i s_i g_i`` ``[R, p]``; ``raw``: ``Σ_i w_i g_i`` ``[R, p]``
+    (or None); ``norms``: ``w_i ‖g_i‖`` ``[R, m]`` (0 in slots that hold no
+    example); ``weight``: 0/1 batch membership ``[R, m]`` (None when every slot
+    is a real example).
+    """
+
+    scaled: torch.Tensor
+    raw: torch.Tensor | None
+    norms: torch.Tensor
+    weight: torch.Tensor | None
+
+
+def _check_finite(t: torch.Tensor, what: str) -> None:
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f"grad_fn returned NaN or inf ({what}); all gradients must be finite. "
+                         "A diverging run (learning rate too large?) is the usual cause.")
+
+
+def _is_glp(obj) -> bool:
+    return all(hasattr(obj, a) for a in ("X", "y", "loss", "feature_norms")) and hasattr(obj.loss, "derivative")
+
+
+class GLPOracle:
+    """Fast clipped sums for a generalized linear problem (see module docstring)."""
+
+    def __init__(self, problem):
+        self.problem = problem
+        self.X, self.y, self.loss = problem.X, problem.y, problem.loss
+        self.feature_norms = problem.feature_norms
+        self.n, self.p = self.X.shape
+
+    def _rows(self, batch):
+        """(X rows, y, feature norms, weights, gathered?) for a batch."""
+        if batch.mask is not None:
+            return self.X, self.y, self.feature_norms, batch.mask.to(self.X.dtype), False
+        idx = batch.idx
+        if batch.full:
+            return self.X, self.y, self.feature_norms, None, False
+        if idx.dim() == 1:
+            return self.X[idx], self.y[idx], self.feature_norms[idx], None, False
+        return self.X[idx], self.y[idx], self.feature_norms[idx], None, True
+
+    def per_example(self, theta, batch):
+        X, y, _, w, gathered = self._rows(batch)
+        z = torch.einsum("rmp,rp->rm", X, theta) if gathered else theta @ X.T
+        return self.loss.derivative(z, y).unsqueeze(-1) * X, w
+
+    def reduce(self, theta, batch, scale: Callable | None, *, pre_clip_std=0.0, need_raw=False,
+               generator=None) -> Sums:
+        if pre_clip_std:
+            return _materialized_reduce(*self.per_example(theta, batch), scale, pre_clip_std,
+                                        need_raw, generator)
+        X, y, fnorm, w, gathered = self._rows(batch)
+        z = torch.einsum("rmp,rp->rm", X, theta) if gathered else theta @ X.T
+        coef = self.loss.derivative(z, y)
+        # In-place from here on: [R, m] temporaries dominate the cost of a batched sweep.
+        if w is not None:
+            coef = coef.mul_(w)       # non-members: coefficient 0, norm 0, never "clipped"
+        norms = coef.abs().mul_(fnorm)
+        sc = coef if scale is None else scale(norms).mul_(coef)
+        if gathered:
+            scaled = torch.einsum("rm,rmp->rp", sc, X)
+            raw = torch.einsum("rm,rmp->rp", coef, X) if need_raw else None
+        else:
+            scaled = sc @ X
+            raw = coef @ X if need_raw else None
+        _check_finite(scaled, "loss derivative")
+        return Sums(scaled, raw, norms, w)
+
+
+class CallableOracle:
+    """Generic per-example gradient oracle ``grad_fn(theta, idx)``.
+
+    With one run, ``grad_fn`` is called as ``grad_fn(theta[p], idx[b]) -> [b, p]``;
+    with ``R > 1`` runs as ``grad_fn(theta[R, p], idx[R, b] or [b]) -> [R, b, p]``.
+    Poisson masks are turned into padded indices with 0/1 weights.
+    """
+
+    def __init__(self, grad_fn: Callable):
+        self.grad_fn = grad_fn
+
+    def per_example(self, theta, batch):
+        idx, w = batch.padded()
+        R = theta.shape[0]
+        try:
+            if R == 1:
+                G = self.grad_fn(theta[0], idx if idx.dim() == 1 else idx[0])
+                if isinstance(G, torch.Tensor) and G.dim() == 2:
+                    G = G.unsqueeze(0)
+            else:
+                G = self.grad_fn(theta, idx)
+        except (RuntimeError, IndexError) as err:
+            raise ValueError(f"grad_fn failed on theta of shape {tuple(theta.shape[1:] if R == 1 else theta.shape)} "
+                             f"(is theta0 the right shape for grad_fn?): {err}") from err
+        m = idx.shape[-1]
+        if not isinstance(G, torch.Tensor) or G.dim() != 3 or G.shape != (R, m, theta.shape[-1]):
+            shape = tuple(G.shape) if isinstance(G, torch.Tensor) else type(G).__name__
+            want = f"[{m}, {theta.shape[-1]}]" if R == 1 else f"[{R}, {m}, {theta.shape[-1]}]"
+            raise ValueError(f"grad_fn must return per-example gradients of shape {want} "
+                             f"(len(idx), p = theta0.shape[-1]); got {shape}")
+        return G, w
+
+    def reduce(self, theta, batch, scale, *, pre_clip_std=0.0, need_raw=False, generator=None) -> Sums:
+        G, w = self.per_example(theta, batch)
+        return _materialized_reduce(G, w, scale, pre_clip_std, need_raw, generator)
+
+
+def _materialized_reduce(G, w, scale, pre_clip_std, need_raw, generator) -> Sums:
+    if pre_clip_std:
+        # Chen et al. (2020) §5, eq. (11): g_i + k ζ_i, ζ_i ~ N(0, I), *before* clipping.
+        G = G + pre_clip_std * torch.randn(G.shape, generator=generator, device=G.device, dtype=G.dtype)
+    norms = torch.linalg.vector_norm(G, dim=-1)
+    s = None if scale is None else scale(norms)
+    if w is not None:
+        wd = w.to(G.dtype)
+        s = wd if s is None else s * wd
+    scaled = G.sum(1) if s is None else torch.einsum("rm,rmp->rp", s, G)
+    raw = None
+    if need_raw:
+        raw = G.sum(1) if w is None else torch.einsum("rm,rmp->rp", w.to(G.dtype), G)
+    _check_finite(scaled, "per-example gradients")  # NaN/inf anywhere in G reaches the sum
+    if w is not None:
+        norms = norms * w.to(norms.dtype)  # padding slots: norm 0, never "clipped"
+    return Sums(scaled, raw, norms, w)
+
+
+def as_oracle(grad_fn):
+    """A :class:`GLPOracle` for a GLProblem (or its bound ``grad_fn``), else a :class:`CallableOracle`."""
+    if isinstance(grad_fn, (GLPOracle, CallableOracle)):
+        return grad_fn
+    if _is_glp(grad_fn):
+        return GLPOracle(grad_fn)
+    owner = getattr(grad_fn, "__self__", None)
+    if owner is not None and _is_glp(owner) and getattr(grad_fn, "__name__", "") in ("grad_fn", "per_example_grads"):
+        return GLPOracle(owner)
+    if callable(grad_fn):
+        return CallableOracle(grad_fn)
+    if callable(getattr(grad_fn, "grad_fn", None)):  # a problem object (e.g. MeanEstimation)
+        return CallableOracle(grad_fn.grad_fn)
+    raise TypeError(f"grad_fn must be a callable (theta, idx) -> per-example gradients or a GLProblem, "
+                    f"got {type(grad_fn).__name__}")

@@ -1,0 +1,255 @@
+"""How a step picks its examples, and what that means for privacy.
+
+Four schemes, one interface (:meth:`Sampler.sample` returns a :class:`Batch`):
+
+``"poisson"``
+    Every example joins the batch independently with probability ``q = b/n``
+    (Abadi et al. 2016; what the subsampled-Gaussian accountants assume). The
+    realized size varies; sums are divided by the *expected* size ``b``.
+``"shuffle"``
+    Each epoch a fresh random permutation is cut into consecutive batches of
+    size ``b`` (the last one smaller when ``b`` does not divide ``n``): every
+    example is used exactly once per epoch.
+``"with_replacement"``
+    ``b`` indices drawn i.i.d. uniformly (Chen et al. eq. (8), footnote 2;
+    Wang et al. Alg. 1–2 with ``b = 1``).
+``"full"``
+    All ``n`` examples every step (Song et al. Alg. 1).
+
+Batched sweeps (``R`` runs) draw one independent batch per run from one
+generator. Fixed-size schemes give indices ``[R, b]``; Poisson gives a Bernoulli
+mask ``[R, n]`` (``Batch.mask``), from which :meth:`Batch.padded` builds
+``[R, m]`` indices with 0/1 weights (``m`` the largest realized size) for
+oracles that cannot take a mask.
+
+:func:`sampling_event` states the privacy of ``steps`` noisy steps under each
+scheme as an accountant event (see its docstring for the neighbouring relation
+each one uses).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from ._validation import check_int, check_nonnegative
+
+__all__ = ["Batch", "Sampler", "PoissonSampler", "ShuffleSampler", "WithReplacementSampler",
+           "FullBatchSampler", "make_sampler", "sampling_event", "events", "SAMPLING_SCHEMES"]
+
+SAMPLING_SCHEMES = ("poisson", "shuffle", "with_replacement", "full")
+
+
+@dataclass
+class Batch:
+    """The examples of one step for ``runs`` runs.
+
+    Exactly one of ``idx`` / ``mask`` is set.
+
+    Attributes
+    ----------
+    idx : LongTensor[m] or [R, m] or None
+        Example indices; 1-D means the same batch for every run.
+    mask : Tensor[R, n] or None
+        Poisson membership as 0/1 floats (``mask[r, i] = 1``: example i is in
+        run r's batch), in the dtype the algorithm runs in, ready to weight sums.
+    normalizer : float
+        What sums are divided by: the expected batch size (``b``; ``n`` for full).
+    sizes : Tensor[R]
+        Realized batch sizes (for logging; never used to normalize).
+    full : bool
+        True when the batch is all ``n`` examples in order (``idx = arange(n)``).
+    """
+
+    idx: torch.Tensor | None
+    mask: torch.Tensor | None
+    normalizer: float
+    sizes: torch.Tensor
+    full: bool = False
+
+    def padded(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Indices ``[R, m]`` (or shared ``[m]``) and 0/1 weights ``[R, m]`` (None if all ones)."""
+        if self.mask is None:
+            return self.idx, None
+        R, n = self.mask.shape
+        member = self.mask > 0
+        if R == 1:
+            idx = member[0].nonzero().squeeze(1)
+            return idx.unsqueeze(0), None
+        order = torch.sort((~member).to(torch.uint8), dim=1, stable=True).indices
+        m = int(self.sizes.max())
+        idx = order[:, :m]
+        weight = torch.gather(self.mask, 1, idx)
+        return idx, weight
+
+
+class Sampler:
+    """Base class. ``batch_size`` is the (expected) batch size ``b``."""
+
+    name = "?"
+
+    def __init__(self, n: int, batch_size: int):
+        self.n = check_int(n, "n", minimum=1)
+        self.batch_size = check_int(batch_size, "batch_size", minimum=1)
+        if self.batch_size > self.n:
+            raise ValueError(f"batch_size must be at most n = {self.n}, got {batch_size!r}")
+
+    @property
+    def sample_rate(self) -> float:
+        return self.batch_size / self.n
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return math.ceil(self.n / self.batch_size)
+
+    def sample(self, step: int, runs: int, generator: torch.Generator, device,
+               dtype=torch.float32) -> Batch:  # pragma: no cover
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(n={self.n}, batch_size={self.batch_size})"
+
+
+class PoissonSampler(Sampler):
+    """Poisson subsampling with rate ``q = batch_size / n`` (Abadi et al. 2016, §3.1)."""
+
+    name = "poisson"
+
+    def sample(self, step, runs, generator, device, dtype=torch.float32):
+        mask = torch.rand((runs, self.n), generator=generator, device=device, dtype=dtype)
+        mask = mask.lt_(self.sample_rate)  # in place: 0/1 in the run's dtype
+        return Batch(None, mask, float(self.batch_size), mask.sum(1))
+
+
+class ShuffleSampler(Sampler):
+    """Random reshuffling: one permutation per epoch (and per run), consecutive batches.
+
+    The last batch of an epoch holds ``n mod b`` examples when ``b`` does not
+    divide ``n``; its normalizer is its own (deterministic, public) size.
+    """
+
+    name = "shuffle"
+
+    def __init__(self, n, batch_size):
+        super().__init__(n, batch_size)
+        self._perm = None
+
+    def sample(self, step, runs, generator, device, dtype=None):
+        k = step % self.steps_per_epoch
+        if k == 0 or self._perm is None or self._perm.shape[0] != runs:
+            if runs == 1:
+                self._perm = torch.randperm(self.n, generator=generator, device=device).unsqueeze(0)
+            else:
+                self._perm = torch.rand((runs, self.n), generator=generator, device=device).argsort(dim=1)
+        idx = self._perm[:, k * self.batch_size:(k + 1) * self.batch_size]
+        size = idx.shape[1]
+        return Batch(idx, None, float(size), torch.full((runs,), size, device=device))
+
+
+class WithReplacementSampler(Sampler):
+    """``b`` indices drawn i.i.d. uniformly from ``[n]`` (duplicates possible)."""
+
+    name = "with_replacement"
+
+    def sample(self, step, runs, generator, device, dtype=None):
+        idx = torch.randint(0, self.n, (runs, self.batch_size), generator=generator, device=device)
+        return Batch(idx, None, float(self.batch_size), torch.full((runs,), self.batch_size, device=device))
+
+
+class FullBatchSampler(Sampler):
+    """All ``n`` examples each step; no randomness."""
+
+    name = "full"
+
+    def __init__(self, n, batch_size=None):
+        super().__init__(n, n if batch_size is None else batch_size)
+        if self.batch_size != self.n:
+            raise ValueError(f"sampling='full' uses all n = {self.n} examples; batch_size must be "
+                             f"None or n, got {batch_size!r}")
+        self._idx = {}
+
+    def sample(self, step, runs, generator, device, dtype=None):
+        key = str(device)
+        if key not in self._idx:
+            self._idx[key] = torch.arange(self.n, device=device)
+        return Batch(self._idx[key], None, float(self.n), torch.full((runs,), self.n, device=device), full=True)
+
+
+_SAMPLERS = {"poisson": PoissonSampler, "shuffle": ShuffleSampler,
+             "with_replacement": WithReplacementSampler, "full": FullBatchSampler}
+
+
+def make_sampler(sampling: str, n: int, batch_size: int | None) -> Sampler:
+    """The sampler for a scheme name in :data:`SAMPLING_SCHEMES`.
+
+    ``batch_size=None`` is allowed only for ``"full"``.
+    """
+    if sampling not in _SAMPLERS:
+        raise ValueError(f"sampling must be one of {SAMPLING_SCHEMES}, got {sampling!r}")
+    if sampling == "full":
+        return FullBatchSampler(n, batch_size)
+    if batch_size is None:
+        raise ValueError(f"sampling={sampling!r} needs a batch_size (an integer in [1, n])")
+    return _SAMPLERS[sampling](n, batch_size)
+
+
+def events():
+    """The accountants' event module (imported lazily: events are built only on request)."""
+    try:
+        from . import accountants as A
+        A.GaussianEvent  # noqa: B018 - the package may not re-export yet
+        return A
+    except (ImportError, AttributeError):
+        from .accountants import events as A
+        return A
+
+
+def sampling_event(sampling: str, *, noise_multiplier: float, steps: int, n: int, batch_size: int):
+    """The accountant event of ``steps`` subsampled-Gaussian steps.
+
+    Each step adds ``N(0, (z C)² I)`` to a sum of per-example gradients clipped
+    to ``C``. By scheme (``z = noise_multiplier``, ``b = batch_size``):
+
+    * ``"full"``: ``SelfComposedEvent(GaussianEvent(z), steps)`` (add/remove;
+      the sum moves by at most ``C``).
+    * ``"poisson"``: ``SelfComposedEvent(PoissonSampledEvent(b/n, GaussianEvent(z)), steps)``
+      (add/remove; Abadi et al. 2016, Mironov et al. 2019).
+    * ``"shuffle"``: no amplification theorem is used. Under the *zero-out*
+      relation (one example replaced by one with zero gradient; Kairouz et al.
+      2021) the batch layout is unchanged and an example enters exactly one
+      step per epoch, so by parallel composition each epoch is one Gaussian
+      mechanism: ``SelfComposedEvent(GaussianEvent(z), epochs)`` with
+      ``epochs = ceil(steps / ceil(n/b))``. (Under replace-one, halve ``z``.)
+    * ``"with_replacement"``: for ``b = 1`` a draw with replacement *is* a
+      draw without replacement, so
+      ``SelfComposedEvent(SampledWithoutReplacementEvent(n, 1, GaussianEvent(z/2)), steps)``
+      (replace-one; sensitivity ``2C``, as in Wang et al. Thm 11). For
+      ``b > 1`` an example may be drawn up to ``b`` times: the worst case
+      ``SelfComposedEvent(GaussianEvent(z / (2b)), steps)`` (replace-one, no
+      amplification). Sound but very loose: prefer ``"poisson"`` for accounting.
+
+    ``noise_multiplier = 0`` gives ``NonPrivateEvent()``; ``steps = 0`` gives ``NoOpEvent()``.
+    """
+    A = events()
+    GaussianEvent, NonPrivateEvent, NoOpEvent = A.GaussianEvent, A.NonPrivateEvent, A.NoOpEvent
+    PoissonSampledEvent, SelfComposedEvent = A.PoissonSampledEvent, A.SelfComposedEvent
+    SampledWithoutReplacementEvent = A.SampledWithoutReplacementEvent
+    z = check_nonnegative(noise_multiplier, "noise_multiplier")
+    steps = check_int(steps, "steps", minimum=0)
+    if steps == 0:
+        return NoOpEvent()
+    if z == 0:
+        return NonPrivateEvent()
+    if sampling == "full":
+        return SelfComposedEvent(GaussianEvent(z), steps)
+    if sampling == "poisson":
+        return SelfComposedEvent(PoissonSampledEvent(batch_size / n, GaussianEvent(z)), steps)
+    if sampling == "shuffle":
+        epochs = math.ceil(steps / math.ceil(n / batch_size))
+        return SelfComposedEvent(GaussianEvent(z), epochs)
+    if sampling == "with_replacement":
+        if batch_size == 1:
+            return SelfComposedEvent(SampledWithoutReplacementEvent(n, 1, GaussianEvent(z / 2)), steps)
+        return SelfComposedEvent(GaussianEvent(z / (2 * batch_size)), steps)
+    raise ValueError(f"sampling must be one of {SAMPLING_SCHEMES}, got {sampling!r}")

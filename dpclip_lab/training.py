@@ -1,0 +1,149 @@
+"""Train an ``nn.Module`` with any privatizer of the lab, through the one shared loop.
+
+The model's trainable parameters become one flat vector θ (the columns of
+:func:`dpclip_lab.per_sample_grads`), and the per-example gradient oracle is::
+
+    grad_fn(θ, idx) = per_sample_grads(model at θ, loss_fn, inputs[idx], targets[idx])   # [b, n_params]
+
+so DP-SGD, pre-clipping perturbation, DiceSGD and adaptive clipping train
+networks with exactly the code that runs them on generalized linear problems
+(:func:`dpclip_lab.algorithms.loop.run`). The driver adds what training needs:
+per-step logs of loss, accuracy and fraction clipped, a progress bar, and
+copying the final θ back into the model.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+from ._validation import check_int
+from .algorithms.dice_sgd import DiceSGDResult
+from .algorithms.loop import DPResult, finish, run
+from .per_sample import per_sample_grads
+from .privatizers import ErrorFeedbackPrivatizer, GaussianPrivatizer, QuantilePrivatizer
+from .sampling import make_sampler
+
+__all__ = ["train", "module_grad_fn", "evaluate"]
+
+
+def _trainable(model: nn.Module):
+    return [q for q in model.parameters() if q.requires_grad]
+
+
+def module_grad_fn(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: torch.Tensor):
+    """The per-example gradient oracle ``(θ[n_params], idx[b]) -> [b, n_params]`` of a module.
+
+    θ is loaded into the model's parameters (in place) before each call.
+    """
+    params = _trainable(model)
+    n_params = sum(q.numel() for q in params)
+
+    def grad_fn(theta, idx):
+        if theta.dim() != 1:
+            raise ValueError("module_grad_fn supports one run at a time (theta of shape [n_params])")
+        vector_to_parameters(theta, params)
+        if idx.numel() == 0:  # an empty Poisson batch
+            return theta.new_zeros((0, n_params))
+        return per_sample_grads(model, loss_fn, inputs[idx], targets[idx])
+
+    return grad_fn
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: torch.Tensor,
+             batch: int = 2048) -> tuple[float, float]:
+    """Mean loss and accuracy (argmax of the outputs; NaN if outputs are not class scores)."""
+    tot_loss, correct, n, is_cls = 0.0, 0, inputs.shape[0], True
+    for s in range(0, n, batch):
+        out = model(inputs[s:s + batch])
+        t = targets[s:s + batch]
+        tot_loss += float(loss_fn(out, t)) * t.shape[0]
+        is_cls = is_cls and out.dim() == 2 and out.shape[1] > 1 and not t.is_floating_point()
+        if is_cls:
+            correct += int((out.argmax(1) == t).sum())
+    return tot_loss / n, (correct / n if is_cls else float("nan"))
+
+
+def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: torch.Tensor, *,
+          steps: int, lr, clip_norm, noise_multiplier: float, batch_size: int, sampling: str = "poisson",
+          method: str = "dp_sgd", pre_clip_std: float = 0.0, feedback_clip_norm=None,
+          target_quantile: float = 0.5, clip_lr: float = 0.2, count_noise_std=None,
+          optimizer="sgd", seed=None, log_every: int = 10, monitor: tuple | None = None,
+          progress: bool | None = None) -> DPResult:
+    """Privately train ``model`` on ``(inputs, targets)``; the model ends with the released θ.
+
+    Parameters
+    ----------
+    model : nn.Module
+        No batch-coupling layers (GroupNorm, not BatchNorm).
+    loss_fn : callable
+        ``loss_fn(outputs, targets) -> scalar`` (e.g. ``nn.functional.cross_entropy``).
+    inputs, targets : Tensor
+        The private training set (first dimension = examples).
+    steps, lr, clip_norm, noise_multiplier, batch_size, sampling, optimizer, seed
+        As in :func:`dpclip_lab.algorithms.dp_sgd` (``clip_norm`` is the initial
+        norm for ``method="adaptive"``, C1 for ``"dice_sgd"``).
+    method : {"dp_sgd", "dice_sgd", "adaptive"}
+        The privatizer: clip + Gaussian (with ``pre_clip_std`` for Chen et al.'s
+        pre-clipping perturbation), DiceSGD's error feedback
+        (``feedback_clip_norm`` = C2), or Andrew et al.'s quantile clipping.
+    log_every : int
+        Every ``log_every`` steps, evaluate loss and accuracy on ``monitor``
+        (default: the first ≤ 512 training examples).
+    progress : bool or None
+        tqdm bar (None: only for runs longer than ~3 s).
+
+    Returns
+    -------
+    DPResult (DiceSGDResult for DiceSGD) with ``theta`` the flat parameters,
+    ``iterates=None``, ``history["fraction_clipped"]`` and ``history["batch_size"]``
+    per step, and ``extra["log"]``: a dict of lists ``step``, ``loss``, ``accuracy``.
+    """
+    n = check_int(inputs.shape[0], "n", minimum=1)
+    if targets.shape[0] != n:
+        raise ValueError(f"inputs and targets must have the same number of examples, got {n} and {targets.shape[0]}")
+    log_every = check_int(log_every, "log_every", minimum=1)
+    sampler = make_sampler(sampling, n, batch_size)
+    if method == "dp_sgd":
+        privatizer = GaussianPrivatizer(clip_norm, noise_multiplier, pre_clip_std=pre_clip_std)
+    elif method == "dice_sgd":
+        if feedback_clip_norm is None:
+            raise ValueError("method='dice_sgd' needs feedback_clip_norm (C2 >= clip_norm)")
+        privatizer = ErrorFeedbackPrivatizer(clip_norm, feedback_clip_norm, noise_multiplier)
+    elif method == "adaptive":
+        if count_noise_std is None:
+            count_noise_std = max(sampler.batch_size / 20.0, float(noise_multiplier)) if noise_multiplier else 0.0
+        privatizer = QuantilePrivatizer(clip_norm, noise_multiplier, target_quantile=target_quantile,
+                                        clip_lr=clip_lr, count_noise_std=count_noise_std)
+    else:
+        raise ValueError(f"method must be 'dp_sgd', 'dice_sgd' or 'adaptive', got {method!r}")
+
+    params = _trainable(model)
+    theta0 = parameters_to_vector(params).detach().clone()
+    mon_x, mon_y = monitor if monitor is not None else (inputs[:512], targets[:512])
+    log = {"step": [], "loss": [], "accuracy": [], "fraction_clipped": []}
+
+    def callback(t, theta, stats):
+        if (t + 1) % log_every == 0 or t + 1 == steps:
+            vector_to_parameters(theta[0], params)
+            loss, acc = evaluate(model, loss_fn, mon_x, mon_y)
+            log["step"].append(t + 1)
+            log["loss"].append(loss)
+            log["accuracy"].append(acc)
+            log["fraction_clipped"].append(float(stats["fraction_clipped"][0]))
+
+    grad_fn = module_grad_fn(model, loss_fn, inputs, targets)
+    traj = run(grad_fn, theta0, steps=steps, lr=lr, sampler=sampler, privatizer=privatizer, update=optimizer,
+               seed=seed, keep_iterates=False, progress=progress, callback=callback)
+    with torch.no_grad():
+        vector_to_parameters(traj.last[0], params)
+    common = dict(release="last", sampling=sampling, sample_rate=sampler.sample_rate,
+                  noise_multiplier=privatizer.noise_multiplier, steps=steps, batch_size=sampler.batch_size,
+                  n=n, clip_norm=clip_norm, extra={"log": log, "method": method})
+    if method == "dice_sgd":
+        return finish(traj, theta0, result_cls=DiceSGDResult, algorithm="DiceSGD (nn.Module)",
+                      feedback_clip_norm=feedback_clip_norm, **common)
+    return finish(traj, theta0, algorithm=f"{method} (nn.Module)", **common)

@@ -1,0 +1,123 @@
+"""Chen, Wu, Hong (2020) Examples 1–2 and §5; DiceSGD (Zhang et al. 2024) fixed points and Adam/automatic variants."""
+import math
+
+import pytest
+import torch
+
+from dpclip_lab import data, noise
+from dpclip_lab.accountants import events as ev
+from dpclip_lab.algorithms import automatic_dice_sgd, dice_sgd, dp_sgd
+
+f64 = torch.float64
+x0 = torch.zeros(1, dtype=f64)
+
+
+# -- Chen et al. Example 1: clipping moves the fixed point away from x* = 1 --------------------
+def test_example1_expected_clipped_gradient_at_optimum():
+    prob = data.chen_example1()
+    assert math.isclose(prob.clipped_grad(torch.ones(1, dtype=f64), 1.0).item(), 1 / 3)
+
+
+def test_example1_clipped_gd_and_sgd_fixed_point():
+    prob = data.chen_example1()
+    gd = dp_sgd(prob, x0, n=3, steps=2000, lr=0.1, clip_norm=1.0, noise_multiplier=0.0, sampling="full")
+    # 2 clip(x + 3) + clip(x − 9) = 0 on [−4, −2]  →  x = −2.5, not x* = 1
+    assert abs(gd.theta.item() + 2.5) < 1e-9
+    sgd = dp_sgd(prob, x0.expand(16, 1), n=3, steps=3000, lr=0.01, clip_norm=1.0, noise_multiplier=0.0,
+                 batch_size=1, sampling="with_replacement", seed=0)
+    assert abs(sgd.iterates[:, 1000:].mean().item() + 2.5) < 0.05
+
+
+def test_example2_every_point_in_interval_is_stationary():
+    prob = data.chen_example2()
+    starts = torch.tensor([[-1.5], [0.0], [1.9], [5.0], [-7.0]], dtype=f64)
+    res = dp_sgd(prob, starts, n=2, steps=500, lr=0.1, clip_norm=1.0, noise_multiplier=0.0, sampling="full")
+    assert torch.allclose(res.theta[:3], starts[:3])       # never moves
+    assert torch.allclose(res.theta[3:], torch.tensor([[2.0], [-2.0]], dtype=f64), atol=1e-9)  # stops at the edge
+    # poisson-sampled clipped SGD started inside [−2, 2] has zero drift there as well
+    res = dp_sgd(prob, x0, n=2, steps=500, lr=0.01, clip_norm=1.0, noise_multiplier=0.0, batch_size=1, seed=0)
+    assert (res.iterates.abs() <= 2.0 + 1e-9).all()
+
+
+def test_pre_clip_perturbation_moves_fixed_point_toward_optimum():
+    """Chen et al. §5, eq. (11): clip(g + kζ) is less biased as k grows (Thm 6: |b_t| = O(σ²/k²))."""
+    prob = data.chen_example1()
+    gaps = []
+    for k in [0.0, 1.0, 3.0, 10.0]:
+        res = dp_sgd(prob, x0.expand(32, 1), n=3, steps=4000, lr=0.01, clip_norm=1.0, noise_multiplier=0.0,
+                     sampling="full", pre_clip_std=k, seed=0)
+        gaps.append(abs(res.iterates[:, 2000:].mean().item() - 1.0))
+    assert gaps[0] > 3.4 and all(a > b for a, b in zip(gaps, gaps[1:])) and gaps[-1] < 0.5, gaps
+    assert res.algorithm == "clipped SGD + pre-clip perturbation"
+
+
+def test_chen_mixture_pre_clip_reduces_bias():
+    prob = data.chen_mixture(n=600, p=5, seed=0)
+    target = prob.minimizer
+    kw = dict(n=prob.n, steps=600, lr=0.1, clip_norm=1.0, noise_multiplier=0.0, batch_size=60, seed=0)
+    plain = dp_sgd(prob, torch.zeros(5, dtype=f64), **kw)
+    pert = dp_sgd(prob, torch.zeros(5, dtype=f64), pre_clip_std=5.0, **kw)
+    err = lambda r: (r.iterates[300:].mean(0) - target).norm().item()  # noqa: E731
+    assert err(pert) < 0.5 * err(plain)
+
+
+def test_chen_sigma_conversion():
+    z = noise.chen_sigma_to_noise_multiplier(1.0, batch_size=10, clip_norm=0.5)
+    assert z == 20.0 and noise.noise_multiplier_to_chen_sigma(z, batch_size=10, clip_norm=0.5) == 1.0
+
+
+# -- DiceSGD ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("C", [0.5, 2.5])
+def test_dice_constant_bias_example_app_b1(C):
+    prob = data.dice_constant_bias(C)
+    Cp = prob.n - 1
+    gc = dp_sgd(prob, x0, n=prob.n, steps=5000, lr=0.05, clip_norm=C, noise_multiplier=0.0, sampling="full")
+    assert abs(gc.theta.item() - (C / Cp - 1)) < 1e-6          # DPSGD-GC: O(1) bias
+    dice = dice_sgd(prob, x0, n=prob.n, steps=5000, lr=0.05, clip_norm=C, feedback_clip_norm=C,
+                    noise_multiplier=0.0, sampling="full")
+    assert abs(dice.theta.item()) < 1e-6                        # DiceSGD: stationary point x* = 0
+    assert abs(prob.grad(dice.theta).item()) < 1e-6
+
+
+def test_dice_stochastic_and_example1():
+    prob = data.chen_example1()
+    dice = dice_sgd(prob, x0, n=3, steps=3000, lr=0.05, clip_norm=1.0, feedback_clip_norm=1.0, noise_multiplier=0.0,
+                    sampling="full")
+    assert abs(dice.theta.item() - 1.0) < 1e-6 and dice.history["error_norm"].shape == (3000,)
+    q = data.dice_constant_bias(0.5)
+    sto = dice_sgd(q, x0.expand(8, 1), n=q.n, steps=4000, lr=0.01, clip_norm=0.5, feedback_clip_norm=1.0,
+                   noise_multiplier=0.0, batch_size=1, sampling="shuffle", seed=0)
+    assert abs(sto.iterates[:, 2000:].mean().item()) < 0.05
+
+
+def test_dice_adam_and_automatic():
+    prob = data.chen_example1()
+    adam = dice_sgd(prob, x0, n=3, steps=3000, lr=0.01, clip_norm=1.0, feedback_clip_norm=1.0, noise_multiplier=0.0,
+                    sampling="full", optimizer="adam")
+    assert abs(adam.iterates[-100:].mean().item() - 1.0) < 0.01 and adam.algorithm == "DiceSGD (Adam)"
+    gc_adam = dp_sgd(prob, x0, n=3, steps=3000, lr=0.01, clip_norm=1.0, noise_multiplier=0.0, sampling="full",
+                     optimizer="adam")
+    assert abs(gc_adam.iterates[-100:].mean().item() + 2.5) < 0.05
+    auto = automatic_dice_sgd(prob, x0, n=3, steps=3000, lr=0.05, noise_multiplier=0.0, sampling="full")
+    assert abs(auto.iterates[-100:].mean().item() - 1.0) < 0.05
+
+
+def test_dice_privacy_record():
+    prob = data.chen_example1()
+    res = dice_sgd(prob, x0, n=3, steps=10, lr=0.05, clip_norm=0.5, feedback_clip_norm=1.0, noise_multiplier=2.0,
+                   batch_size=2, seed=0)
+    with pytest.raises(NotImplementedError, match="Thm 3.8"):
+        res.dp_event()
+    e = res.dp_event(delta=1e-5)
+    sigma1 = 2.0 * 0.5 / 2
+    expect = math.sqrt(32 * 10 * (0.25 + 2 * 1.0) * math.log(1e5)) / (3 * sigma1)
+    assert isinstance(e, ev.EpsilonDeltaEvent) and math.isclose(e.epsilon, expect) and e.delta == 1e-5
+    # Thm 3.8's sigma1 for (eps, delta) gives back eps
+    s = noise.dice_sigma_for_privacy(2.0, 1e-5, n=1000, steps=100, clip_norm=0.5, feedback_clip_norm=1.0)
+    assert math.isclose(noise.dice_epsilon(s, 1e-5, n=1000, steps=100, clip_norm=0.5, feedback_clip_norm=1.0), 2.0)
+    # Alg. 4: C1 = C2 = 1 gives sqrt(96 T log(1/δ)) / (N ε)
+    s = noise.dice_sigma_for_privacy(2.0, 1e-5, n=1000, steps=100, clip_norm=1.0, feedback_clip_norm=1.0)
+    assert math.isclose(s, math.sqrt(96 * 100 * math.log(1e5)) / (1000 * 2.0))
+    quiet = dice_sgd(prob, x0, n=3, steps=10, lr=0.05, clip_norm=0.5, feedback_clip_norm=1.0, noise_multiplier=0.0,
+                     batch_size=2, seed=0)
+    assert isinstance(quiet.dp_event(), ev.NonPrivateEvent)

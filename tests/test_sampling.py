@@ -1,0 +1,108 @@
+"""Sampling schemes: distribution of batches, epochs, and their privacy events."""
+import math
+
+import pytest
+import torch
+from scipy import stats
+
+from dpclip_lab.sampling import make_sampler, sampling_event
+from dpclip_lab.accountants import events as ev
+
+
+def _gen(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+def test_poisson_sizes_are_binomial():
+    n, b, draws = 50, 10, 4000
+    s = make_sampler("poisson", n, b)
+    g = _gen(1)
+    sizes = torch.cat([s.sample(t, 8, g, "cpu").sizes for t in range(draws // 8)]).double().numpy()
+    q = b / n
+    # moments: mean n q, variance n q (1 - q)
+    se = math.sqrt(n * q * (1 - q) / len(sizes))
+    assert abs(sizes.mean() - n * q) < 4 * se
+    assert abs(sizes.var() / (n * q * (1 - q)) - 1) < 0.1
+    # chi-square goodness of fit on binned counts (bins with expected count >= 5)
+    ks = torch.arange(0, n + 1).numpy()
+    pmf = stats.binom.pmf(ks, n, q)
+    obs = torch.bincount(torch.as_tensor(sizes).long(), minlength=n + 1).double().numpy()
+    lo, hi = 4, 17
+    o = list(obs[lo:hi + 1]) + [obs[:lo].sum() + obs[hi + 1:].sum()]
+    e = list(pmf[lo:hi + 1] * len(sizes)) + [(pmf[:lo].sum() + pmf[hi + 1:].sum()) * len(sizes)]
+    assert stats.chisquare(o, e).pvalue > 1e-3
+
+
+def test_poisson_normalizer_is_expected_size_and_padding():
+    s = make_sampler("poisson", 30, 6)
+    batch = s.sample(0, 5, _gen(2), "cpu")
+    assert batch.normalizer == 6.0
+    idx, w = batch.padded()
+    assert idx.shape[0] == 5 and w.shape == idx.shape
+    for r in range(5):
+        members = set(torch.nonzero(batch.mask[r]).flatten().tolist())
+        got = set(idx[r][w[r] > 0].tolist())
+        assert got == members and int(w[r].sum()) == int(batch.sizes[r])
+
+
+@pytest.mark.parametrize("n,b", [(10, 3), (12, 4), (7, 7)])
+def test_shuffle_visits_each_example_once_per_epoch(n, b):
+    s = make_sampler("shuffle", n, b)
+    g = _gen(3)
+    spe = math.ceil(n / b)
+    for epoch in range(3):
+        seen = [s.sample(epoch * spe + k, 2, g, "cpu").idx for k in range(spe)]
+        allidx = torch.cat(seen, dim=1)
+        for r in range(2):
+            assert sorted(allidx[r].tolist()) == list(range(n))
+
+
+def test_shuffle_epochs_differ():
+    s = make_sampler("shuffle", 20, 20)
+    g = _gen(4)
+    a, b = s.sample(0, 1, g, "cpu").idx, s.sample(1, 1, g, "cpu").idx
+    assert not torch.equal(a, b)
+
+
+def test_with_replacement_uniform():
+    s = make_sampler("with_replacement", 5, 4)
+    g = _gen(5)
+    idx = torch.cat([s.sample(t, 10, g, "cpu").idx.flatten() for t in range(250)])
+    counts = torch.bincount(idx, minlength=5).double().numpy()
+    assert stats.chisquare(counts).pvalue > 1e-3
+
+
+def test_full_batch():
+    s = make_sampler("full", 6, None)
+    b = s.sample(0, 3, None, "cpu")
+    assert b.full and torch.equal(b.idx, torch.arange(6)) and b.normalizer == 6
+
+
+@pytest.mark.parametrize("sampling,n,b", [("poisson", 10, 11), ("shuffle", 3, 4), ("with_replacement", 2, 5)])
+def test_batch_size_larger_than_n(sampling, n, b):
+    with pytest.raises(ValueError, match="batch_size"):
+        make_sampler(sampling, n, b)
+
+
+def test_bad_scheme_and_missing_batch_size():
+    with pytest.raises(ValueError, match="sampling"):
+        make_sampler("bootstrap", 10, 2)
+    with pytest.raises(ValueError, match="batch_size"):
+        make_sampler("poisson", 10, None)
+    with pytest.raises(ValueError, match="batch_size"):
+        make_sampler("full", 10, 5)
+
+
+def test_sampling_events():
+    e = sampling_event("poisson", noise_multiplier=1.1, steps=7, n=100, batch_size=10)
+    assert e == ev.SelfComposedEvent(ev.PoissonSampledEvent(0.1, ev.GaussianEvent(1.1)), 7)
+    e = sampling_event("shuffle", noise_multiplier=1.0, steps=25, n=100, batch_size=10)
+    assert e == ev.SelfComposedEvent(ev.GaussianEvent(1.0), 3)  # ceil(25 / 10) epochs
+    e = sampling_event("full", noise_multiplier=2.0, steps=4, n=100, batch_size=100)
+    assert e == ev.SelfComposedEvent(ev.GaussianEvent(2.0), 4)
+    e = sampling_event("with_replacement", noise_multiplier=2.0, steps=4, n=100, batch_size=1)
+    assert e == ev.SelfComposedEvent(ev.SampledWithoutReplacementEvent(100, 1, ev.GaussianEvent(1.0)), 4)
+    e = sampling_event("with_replacement", noise_multiplier=2.0, steps=4, n=100, batch_size=4)
+    assert e == ev.SelfComposedEvent(ev.GaussianEvent(0.25), 4)
+    assert isinstance(sampling_event("poisson", noise_multiplier=0, steps=4, n=10, batch_size=2), ev.NonPrivateEvent)
+    assert isinstance(sampling_event("poisson", noise_multiplier=1, steps=0, n=10, batch_size=2), ev.NoOpEvent)
