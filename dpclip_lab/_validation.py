@@ -75,14 +75,17 @@ def check_int(value, name: str, *, minimum: int = 0) -> int:
     return v
 
 
-def check_finite_tensor(t: torch.Tensor, name: str) -> torch.Tensor:
-    """Raise ``ValueError`` if ``t`` holds NaN or inf (e.g. a diverged gradient)."""
+def check_finite_tensor(t: torch.Tensor, name: str, *, hint: str = "") -> torch.Tensor:
+    """Raise ``ValueError`` if ``t`` holds NaN or inf (e.g. a diverged gradient).
+
+    ``hint`` (e.g. the usual cause) is appended to the message.
+    """
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.is_floating_point() and not bool(torch.isfinite(t).all()):
         n_bad = int((~torch.isfinite(t)).sum())
         raise ValueError(f"{name} contains {n_bad} NaN or inf entries; "
-                         "all entries must be finite")
+                         "all entries must be finite" + (f". {hint}" if hint else ""))
     return t
 
 

@@ -147,7 +147,25 @@ def _signed_power(t: torch.Tensor, a: float) -> torch.Tensor:
 
 
 @dataclass(frozen=True, repr=True)
-class QNormRegression(Loss):
+class _QPowerLoss(Loss):
+    """The q-power losses of Wang et al. §1, ``q ∈ [1, 2]``: (q−1)-Hölder smooth, Lipschitz only at q = 1."""
+
+    q: float = 1.5
+
+    def __post_init__(self):
+        _check_q(self.q)
+
+    @property
+    def holder_alpha(self):
+        return self.q - 1.0
+
+    @property
+    def lipschitz(self):
+        return 1.0 if self.q == 1.0 else _INF
+
+
+@dataclass(frozen=True, repr=True)
+class QNormRegression(_QPowerLoss):
     """q-norm regression loss ``f(z; y) = |y − z|^q``, ``q ∈ [1, 2]`` (Wang et al. §1).
 
     (q−1)-Hölder smooth: ``|f'(a) − f'(b)| ≤ q·2^{2−q} |a − b|^{q−1}``
@@ -158,20 +176,9 @@ class QNormRegression(Loss):
     q: float = 1.5
     name = "q-norm regression"
 
-    def __post_init__(self):
-        _check_q(self.q)
-
-    @property
-    def holder_alpha(self):
-        return self.q - 1.0
-
     @property
     def holder_constant(self):
         return self.q * 2.0 ** (2.0 - self.q)
-
-    @property
-    def lipschitz(self):
-        return 1.0 if self.q == 1.0 else _INF
 
     def value(self, z, y):
         return (z - y).abs() ** self.q
@@ -187,7 +194,7 @@ class QNormRegression(Loss):
 
 
 @dataclass(frozen=True, repr=True)
-class QHinge(Loss):
+class QHinge(_QPowerLoss):
     """q-norm hinge loss ``f(z; y) = (1 − y z)_+^q``, ``q ∈ [1, 2]``, ``y ∈ {−1, +1}``.
 
     The loss of the q-norm soft-margin SVM (Wang et al. §1). (q−1)-Hölder smooth
@@ -199,20 +206,9 @@ class QHinge(Loss):
     name = "q-norm hinge"
     needs_pm1_labels = True
 
-    def __post_init__(self):
-        _check_q(self.q)
-
-    @property
-    def holder_alpha(self):
-        return self.q - 1.0
-
     @property
     def holder_constant(self):
         return self.q
-
-    @property
-    def lipschitz(self):
-        return 1.0 if self.q == 1.0 else _INF
 
     def value(self, z, y):
         return torch.clamp(1.0 - y * z, min=0.0) ** self.q

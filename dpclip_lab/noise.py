@@ -28,20 +28,24 @@ privacy event with the replace-one multiplier ``σ / (2G) = z / 2``
 Kasiviswanathan's subsampled-RDP bound (and ``dp_accounting``'s
 ``SampledWithoutReplacementDpEvent``) expects: the ratio of the noise std to the
 replace-one sensitivity.
+
+This module holds the *conversions* σ ↔ z only. The papers' closed-form
+calibrations (σ for a target (ε, δ), and ε for a given σ) live in
+:mod:`dpclip_lab.accountants.paper_bounds`; :func:`song_sigma_for_privacy`,
+:func:`dice_sigma_for_privacy` and :func:`dice_epsilon` are aliases kept here
+for the book's chapters that meet them next to the conversions.
 """
 from __future__ import annotations
 
-import math
-
-from ._validation import check_int, check_nonnegative, check_open_unit, check_positive
+from ._validation import check_int, check_nonnegative, check_positive
 
 __all__ = [
     "song_sigma_to_noise_multiplier", "noise_multiplier_to_song_sigma", "song_sigma_for_privacy",
-    "song_ldp_sigma_to_noise_multiplier", "noise_multiplier_to_song_ldp_sigma", "song_ldp_sigma_for_privacy",
+    "song_ldp_sigma_to_noise_multiplier", "noise_multiplier_to_song_ldp_sigma",
     "chen_sigma_to_noise_multiplier", "noise_multiplier_to_chen_sigma",
     "dice_sigma_to_noise_multiplier", "noise_multiplier_to_dice_sigma", "dice_sigma_for_privacy",
     "dice_epsilon", "wang_sigma_to_noise_multiplier", "noise_multiplier_to_wang_sigma",
-    "wang_replace_one_noise_multiplier", "averaged_noise_std",
+    "wang_replace_one_noise_multiplier", "averaged_noise_std", "average_sigma_to_noise_multiplier",
 ]
 
 
@@ -51,9 +55,25 @@ def averaged_noise_std(noise_multiplier, clip_norm, batch_size) -> float:
             / check_positive(batch_size, "batch_size"))
 
 
+def average_sigma_to_noise_multiplier(sigma, clip_norm, batch_size) -> float:
+    """``z = σ b / C`` for noise of std σ on the *average* of b gradients clipped to C.
+
+    Inverse of :func:`averaged_noise_std`. This is the convention of Chen et al.
+    eq. (8) and of DiceSGD's σ1 (and of Abadi's Thm 1 as restated by Chen Thm 4 and
+    DiceSGD Thm 2.3); ``b`` may be an expected (Poisson) batch size.
+    """
+    return (check_nonnegative(sigma, "sigma") * check_positive(batch_size, "batch_size")
+            / check_positive(clip_norm, "clip_norm"))
+
+
 # -- Song, Thakkar, Thakurta (2021) ---------------------------------------------------------
-def song_sigma_to_noise_multiplier(sigma, *, n, clip_norm) -> float:
-    """Song et al. Alg. 1 line 4: ``N(0, σ²)`` on ``g_t = (1/n) Σ clip(∇ℓ_i, L)`` → ``z = σ n / L``."""
+def song_sigma_to_noise_multiplier(sigma, clip_norm, n) -> float:
+    """Song et al. Alg. 1 line 4: ``N(0, σ²)`` on ``g_t = (1/n) Σ clip(∇ℓ_i, L)`` → ``z = σ n / L``.
+
+    Song's σ is the noise on the *average* over n examples (sensitivity ``L/n``,
+    n public). Call as ``(sigma, clip_norm, n)`` or with keywords ``n=``,
+    ``clip_norm=``. Also exported as ``accountants.paper_bounds.song_sigma_to_noise_multiplier``.
+    """
     return (check_nonnegative(sigma, "sigma") * check_int(n, "n", minimum=1)
             / check_positive(clip_norm, "clip_norm"))
 
@@ -65,20 +85,22 @@ def noise_multiplier_to_song_sigma(noise_multiplier, *, n, clip_norm) -> float:
 
 
 def song_sigma_for_privacy(epsilon, delta, *, n, steps, clip_norm) -> float:
-    """Song et al. Thm 2.2: ``σ² = 2 L² T log(1/δ) / (n ε)²`` makes Alg. 1 (ε, δ)-DP.
+    """Song et al. Thm 2.2's σ: alias of :func:`dpclip_lab.accountants.paper_bounds.song_thm22_sigma`.
 
-    (As stated, for ``ε ≤ 1``-type regimes via the moments accountant [1, 30];
-    the lab's accountants give tighter numbers for the same σ.)
+    ``σ² = 2 L² T log(1/δ) / (n ε)²`` makes Alg. 1 (ε, δ)-DP (for moderate ε; see there).
     """
-    e = check_positive(epsilon, "epsilon")
-    d = check_open_unit(delta, "delta")
-    T = check_int(steps, "steps", minimum=1)
-    L = check_positive(clip_norm, "clip_norm")
-    return math.sqrt(2.0 * L * L * T * math.log(1.0 / d)) / (check_int(n, "n", minimum=1) * e)
+    from .accountants.paper_bounds import song_thm22_sigma  # lazy: accountants import this module
+    return song_thm22_sigma(clip_norm, steps, n, epsilon, delta)
 
 
 def song_ldp_sigma_to_noise_multiplier(sigma, *, clip_norm) -> float:
-    """Song et al. App. D: each example adds ``N(0, σ²)`` to its clipped gradient → ``z = σ / L`` per example."""
+    """Song et al. App. D: each example adds ``N(0, σ²)`` to its clipped gradient → ``z = σ / L`` per example.
+
+    This is the lab's (add/remove, per-example) multiplier, the one ``dp_gd_ldp``
+    takes. Relative to local DP's replace-any-record sensitivity ``2L`` it is
+    ``z / 2``, which is what ``accountants.paper_bounds.song_ldp_sigma_to_noise_multiplier``
+    (same name, a factor 2 apart) returns.
+    """
     return check_nonnegative(sigma, "sigma") / check_positive(clip_norm, "clip_norm")
 
 
@@ -87,27 +109,10 @@ def noise_multiplier_to_song_ldp_sigma(noise_multiplier, *, clip_norm) -> float:
     return check_nonnegative(noise_multiplier, "noise_multiplier") * check_positive(clip_norm, "clip_norm")
 
 
-def song_ldp_sigma_for_privacy(epsilon, delta, *, steps, clip_norm) -> float:
-    """Song et al. Thm D.2 *as printed*: ``σ² = 2 L² T log(1/δ) / ε²``.
-
-    Local DP compares any two records ``d, d'``, whose clipped gradients can
-    differ by ``2L`` (not ``L``), so the Gaussian-mechanism calibration the
-    theorem cites needs ``σ² = 2 (2L)² T log(1/δ)/ε²``. This function returns the
-    printed value; multiply by 2 for the replace-any-record sensitivity. The
-    result's ``local_dp_event()`` uses the ``2L`` sensitivity.
-    """
-    e = check_positive(epsilon, "epsilon")
-    d = check_open_unit(delta, "delta")
-    T = check_int(steps, "steps", minimum=1)
-    L = check_positive(clip_norm, "clip_norm")
-    return math.sqrt(2.0 * L * L * T * math.log(1.0 / d)) / e
-
-
 # -- Chen, Wu, Hong (2020) ------------------------------------------------------------------
 def chen_sigma_to_noise_multiplier(sigma, *, batch_size, clip_norm) -> float:
     """Chen et al. eq. (8): ``Z_t ~ N(0, σ² I)`` added to the *averaged* clipped gradient → ``z = σ b / c``."""
-    return (check_nonnegative(sigma, "sigma") * check_positive(batch_size, "batch_size")
-            / check_positive(clip_norm, "clip_norm"))
+    return average_sigma_to_noise_multiplier(sigma, clip_norm, batch_size)
 
 
 def noise_multiplier_to_chen_sigma(noise_multiplier, *, batch_size, clip_norm) -> float:
@@ -120,10 +125,11 @@ def dice_sigma_to_noise_multiplier(sigma1, *, batch_size, clip_norm) -> float:
     """DiceSGD Alg. 1–2 line 6: ``w ~ N(0, σ1² I)`` added to ``v = (1/B) Σ clip(g_i, C1) + clip(e, C2)``.
 
     So ``σ1`` is the std on the *averaged* direction and ``z = σ1 B / C1`` (the
-    multiplier relative to the per-example clip norm C1, as for DPSGD-GC).
+    multiplier relative to the per-example clip norm C1, as for DPSGD-GC). This is
+    the z of a DPSGD-GC run with the same noise (Poisson rate B/N); DiceSGD's error
+    feedback leaks more, so its own ε is larger than DP-SGD's at this z.
     """
-    return (check_nonnegative(sigma1, "sigma1") * check_positive(batch_size, "batch_size")
-            / check_positive(clip_norm, "clip_norm"))
+    return average_sigma_to_noise_multiplier(sigma1, clip_norm, batch_size)
 
 
 def noise_multiplier_to_dice_sigma(noise_multiplier, *, batch_size, clip_norm) -> float:
@@ -131,39 +137,21 @@ def noise_multiplier_to_dice_sigma(noise_multiplier, *, batch_size, clip_norm) -
     return averaged_noise_std(noise_multiplier, clip_norm, batch_size)
 
 
-def _dice_G(clip_norm, feedback_clip_norm, gradient_bound) -> float:
-    c1 = check_positive(clip_norm, "clip_norm")
-    c2 = check_positive(feedback_clip_norm, "feedback_clip_norm")
-    m = c2 if gradient_bound is None else min(c2, check_positive(gradient_bound, "gradient_bound"))
-    return c1 * c1 + 2.0 * m * m
-
-
 def dice_sigma_for_privacy(epsilon, delta, *, n, steps, clip_norm, feedback_clip_norm,
                            gradient_bound=None) -> float:
-    """DiceSGD Thm 3.8 / A.4: ``σ1² ≥ 32 T (C1² + 2 min{C2², G'²}) log(1/δ) / (N² ε²)``.
+    """DiceSGD Thm 3.8's σ1: alias of :func:`dpclip_lab.accountants.paper_bounds.dicesgd_thm38_sigma`.
 
-    ``G'`` (a bound from the paper's Assumption 3.5) is optional; without it
-    ``min{C2², G'²} ≤ C2²`` is used, which can only increase σ1 (sound).
-    Automatic DiceSGD (Alg. 4, ``C1 = C2 = 1``) gives ``σ1 = √(96 T log(1/δ))/(N ε)``.
+    ``σ1² ≥ 32 T (C1² + 2 min{C2², G'²}) log(1/δ) / (N² ε²)`` with ``C1 = clip_norm``,
+    ``C2 = feedback_clip_norm``, ``G' = gradient_bound`` (optional: ``C2`` when None).
     """
-    e = check_positive(epsilon, "epsilon")
-    d = check_open_unit(delta, "delta")
-    T = check_int(steps, "steps", minimum=1)
-    N = check_int(n, "n", minimum=1)
-    G = _dice_G(clip_norm, feedback_clip_norm, gradient_bound)
-    return math.sqrt(32.0 * T * G * math.log(1.0 / d)) / (N * e)
+    from .accountants.paper_bounds import dicesgd_thm38_sigma  # lazy: accountants import this module
+    return dicesgd_thm38_sigma(clip_norm, feedback_clip_norm, gradient_bound, steps, n, epsilon, delta)
 
 
 def dice_epsilon(sigma1, delta, *, n, steps, clip_norm, feedback_clip_norm, gradient_bound=None) -> float:
-    """Thm 3.8 of DiceSGD solved for ε: ``ε = √(32 T G̃ log(1/δ)) / (N σ1)``, ``G̃ = C1² + 2 min{C2², G'²}``."""
-    s = check_nonnegative(sigma1, "sigma1")
-    if s == 0:
-        return math.inf
-    d = check_open_unit(delta, "delta")
-    T = check_int(steps, "steps", minimum=1)
-    N = check_int(n, "n", minimum=1)
-    G = _dice_G(clip_norm, feedback_clip_norm, gradient_bound)
-    return math.sqrt(32.0 * T * G * math.log(1.0 / d)) / (N * s)
+    """DiceSGD Thm 3.8 solved for ε: alias of :func:`dpclip_lab.accountants.paper_bounds.dicesgd_thm38_epsilon`."""
+    from .accountants.paper_bounds import dicesgd_thm38_epsilon  # lazy: accountants import this module
+    return dicesgd_thm38_epsilon(sigma1, clip_norm, feedback_clip_norm, gradient_bound, steps, n, delta)
 
 
 # -- Wang, Lei, Ying, Zhang -----------------------------------------------------------------
@@ -171,7 +159,10 @@ def wang_sigma_to_noise_multiplier(sigma, *, gradient_bound) -> float:
     """Wang et al. Alg. 2 line 6: ``b_t ~ N(0, σ² I)`` on one example's gradient, ``‖∂ℓ‖ ≤ G``.
 
     Returns the lab's (add/remove) multiplier ``z = σ / G`` for DP-SGD with batch
-    size 1 and clip norm ``G``. See :func:`wang_replace_one_noise_multiplier`.
+    size 1 and clip norm ``G``. The replace-one multiplier ``σ / (2G)`` of their
+    Lemma 3 is :func:`wang_replace_one_noise_multiplier` of this one, and is what
+    ``accountants.paper_bounds.wang_sigma_to_noise_multiplier`` (same name, a factor
+    2 apart) returns.
     """
     return check_nonnegative(sigma, "sigma") / check_positive(gradient_bound, "gradient_bound")
 

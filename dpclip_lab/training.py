@@ -20,6 +20,7 @@ from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from ._validation import check_int
+from .algorithms.adaptive_clipping import default_count_noise_std
 from .algorithms.dice_sgd import DiceSGDResult
 from .algorithms.loop import DPResult, finish, run
 from .per_sample import per_sample_grads
@@ -115,7 +116,7 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
         privatizer = ErrorFeedbackPrivatizer(clip_norm, feedback_clip_norm, noise_multiplier)
     elif method == "adaptive":
         if count_noise_std is None:
-            count_noise_std = max(sampler.batch_size / 20.0, float(noise_multiplier)) if noise_multiplier else 0.0
+            count_noise_std = default_count_noise_std(sampler.batch_size, noise_multiplier)
         privatizer = QuantilePrivatizer(clip_norm, noise_multiplier, target_quantile=target_quantile,
                                         clip_lr=clip_lr, count_noise_std=count_noise_std)
     else:

@@ -1,7 +1,9 @@
 """Convert a percent-format script (``# %%`` / ``# %% [markdown]`` cells) to an output-free notebook.
 
 A tiny, predictable stand-in for jupytext, which merges cells around fenced MyST
-directives. Chapters are committed as ``.ipynb``; this is an authoring aid:
+directives. ``# %% [raw] tags=["remove-cell"]`` makes an (otter) raw cell;
+``# %% tags=["hide-input"]`` a solution cell folded behind "Show a solution".
+Chapters are committed as ``.ipynb``; this is an authoring aid:
 
     python tools/py2nb.py chapter.py book/part1/chapter.ipynb
 """
@@ -23,10 +25,11 @@ def convert(src: str) -> nbformat.NotebookNode:
         if "[markdown]" in header:
             text = "\n".join(line[2:] if line.startswith("# ") else line.lstrip("#") for line in body.splitlines())
             nb.cells.append(nbformat.v4.new_markdown_cell(text, metadata=meta))
-        elif "[raw]" in header:
-            text = "\n".join(line[2:] if line.startswith("# ") else line.lstrip("#") for line in body.splitlines())
-            nb.cells.append(nbformat.v4.new_raw_cell(text, metadata=meta))
+        elif "[raw]" in header:  # verbatim (otter's "# BEGIN QUESTION" markers keep their "#")
+            nb.cells.append(nbformat.v4.new_raw_cell(body, metadata=meta))
         else:
+            if "hide-input" in meta.get("tags", []):  # an exercise solution: fold it behind a button
+                meta["mystnb"] = {"code_prompt_show": "Show a solution", "code_prompt_hide": "Hide the solution"}
             nb.cells.append(nbformat.v4.new_code_cell(body, metadata=meta))
     return nb
 

@@ -1,10 +1,12 @@
 """The four papers' own privacy formulas, each as a documented function.
 
 Every paper states its noise level in its *own* convention (noise on the average or
-on one gradient, add/remove or replace-one neighbours). The ``*_to_noise_multiplier``
-converters map them to the noise multiplier z of Opacus / Abadi et al. (noise std z·C on
-the SUM of gradients clipped to C), so that the exact accountants of this package can
-check them: ``get_epsilon(noise_multiplier=z, ...)``.
+on one gradient, add/remove or replace-one neighbours). The conversions to the noise
+multiplier z of Opacus / Abadi et al. (noise std z·C on the SUM of gradients clipped to
+C) live in :mod:`dpclip_lab.noise`; the ``*_to_noise_multiplier`` names here are those
+conversions (re-exported, or composed with the replace-one factor 1/2 where the
+paper's neighbouring relation needs it), so that the exact accountants of this package
+can check the closed forms: ``get_epsilon(noise_multiplier=z, ...)``.
 
 Where a formula is loose or does not follow from its proof, the docstring says so with
 numbers (computed in ``tests/test_accountants_paper_bounds.py``).
@@ -26,7 +28,12 @@ import math
 
 import numpy as np
 
-from .._validation import check_int, check_open_unit, check_positive, check_probability
+from .._validation import check_int, check_nonnegative, check_open_unit, check_positive, check_probability
+from ..noise import average_sigma_to_noise_multiplier, song_sigma_to_noise_multiplier
+from ..noise import dice_sigma_to_noise_multiplier as _dice_sigma_to_noise_multiplier
+from ..noise import song_ldp_sigma_to_noise_multiplier as _song_ldp_per_example_noise_multiplier
+from ..noise import wang_replace_one_noise_multiplier
+from ..noise import wang_sigma_to_noise_multiplier as _wang_add_remove_noise_multiplier
 from .gaussian import analytic_gaussian_epsilon, classic_gaussian_sigma
 from .rdp import rdp_sampled_without_replacement_gaussian
 
@@ -39,7 +46,7 @@ __all__ = [
     "wang_lemma3_rdp", "wang_lemma3_conditions", "wang_thm11_sigma",
     "wang_thm11_conditions", "wang_remark4_beta", "wang_lemma13_epsilon_threshold",
     "wang_sigma_to_noise_multiplier",
-    "dicesgd_thm38_sigma", "dicesgd_alg4_sigma", "dicesgd_sigma_to_noise_multiplier",
+    "dicesgd_thm38_sigma", "dicesgd_thm38_epsilon", "dicesgd_alg4_sigma", "dicesgd_sigma_to_noise_multiplier",
     "dicesgd_proof_rdp", "dicesgd_proof_epsilon",
 ]
 
@@ -59,7 +66,9 @@ def song_thm22_sigma(clip_norm, steps, n, epsilon, delta) -> float:
     Gaussian) only for moderate ε: at δ = 1e-5 the true ε of the prescribed σ exceeds
     the target for ε ≳ 7.9 (10.52 for a target of 10; for ε ≤ 7 it is conservative,
     e.g. 0.76 for a target of 1). See
-    :func:`song_thm22_true_epsilon`.
+    :func:`song_thm22_true_epsilon`; the lab's accountants give tighter numbers for
+    the same σ. Also reachable as ``dpclip_lab.noise.song_sigma_for_privacy(epsilon,
+    delta, *, n, steps, clip_norm)``.
 
     Parameters
     ----------
@@ -85,12 +94,6 @@ def song_thm22_sigma(clip_norm, steps, n, epsilon, delta) -> float:
     return math.sqrt(2 * L * L * T * math.log(1 / delta)) / (n * eps)
 
 
-def song_sigma_to_noise_multiplier(sigma, clip_norm, n) -> float:
-    """z = σ n / L: Song's σ (noise on the average over n examples, clip L) as a noise multiplier."""
-    return check_positive(sigma, "sigma") * check_int(n, "n", minimum=1) / check_positive(
-        clip_norm, "clip_norm")
-
-
 def song_thm22_true_epsilon(epsilon, delta, steps=1) -> float:
     """The exact ε of DP-GD run with Song et al.'s Thm 2.2 noise (analytic Gaussian, z/√T).
 
@@ -111,7 +114,9 @@ def song_thmD2_sigma(clip_norm, steps, epsilon, delta) -> float:
     sensitivity is 2L (clip(g) − clip(g') can have norm 2L), not L; the formula is the
     central-DP one with n = 1. With the stated σ the noise multiplier w.r.t. the true
     sensitivity is z = σ/(2L) = √(2T log(1/δ))/(2ε), and the true ε is about twice the
-    target (see :func:`song_ldp_sigma_to_noise_multiplier`).
+    target (see :func:`song_ldp_sigma_to_noise_multiplier`). This function returns the
+    printed value; multiply by 2 for the replace-any-record sensitivity (the lab's
+    ``LDPResult.local_dp_event()`` uses 2L).
 
     References
     ----------
@@ -121,8 +126,12 @@ def song_thmD2_sigma(clip_norm, steps, epsilon, delta) -> float:
 
 
 def song_ldp_sigma_to_noise_multiplier(sigma, clip_norm) -> float:
-    """z = σ / (2L): a local report clip(g) + N(0, σ²) has sensitivity 2L (replace-one)."""
-    return check_positive(sigma, "sigma") / (2 * check_positive(clip_norm, "clip_norm"))
+    """z = σ / (2L): a local report clip(g) + N(0, σ²) has sensitivity 2L (replace-one).
+
+    Half of ``dpclip_lab.noise.song_ldp_sigma_to_noise_multiplier`` (σ / L, the
+    per-example multiplier that ``dp_gd_ldp`` takes): same name, other neighbours.
+    """
+    return 0.5 * _song_ldp_per_example_noise_multiplier(sigma, clip_norm=clip_norm)
 
 
 # ----------------------------------------------------------------------------------------
@@ -156,7 +165,7 @@ def chen_thm4_sigma(clip_norm, steps, n, epsilon, delta, *, v) -> float:
 
     Abadi's Thm 1 in Chen's notation (batch |S_t| = qn, noise Z_t added to the average,
     eq. 8); v = c2² is unspecified in the paper and must be passed. In noise-multiplier
-    terms z = σ q n / c (:func:`average_sigma_to_noise_multiplier`), i.e.
+    terms z = σ q n / c (:func:`dpclip_lab.noise.average_sigma_to_noise_multiplier`), i.e.
     z² ≥ v q² T ln(1/δ)/ε². The side condition ε ≤ u q² T is not checked here.
 
     References
@@ -182,12 +191,6 @@ def dicesgd_thm23_sigma(clip_norm, steps, n, epsilon, delta, *, v) -> float:
     [004] Theorem 2.3.
     """
     return chen_thm4_sigma(clip_norm, steps, n, epsilon, delta, v=v)
-
-
-def average_sigma_to_noise_multiplier(sigma, clip_norm, batch_size) -> float:
-    """z = σ B / C for noise of std σ on the average of B gradients clipped to C."""
-    return (check_positive(sigma, "sigma") * check_int(batch_size, "batch_size", minimum=1)
-            / check_positive(clip_norm, "clip_norm"))
 
 
 def abadi_implied_constant(sample_rate, steps, epsilon, delta, accountant="rdp") -> float:
@@ -353,6 +356,11 @@ def wang_thm11_conditions(sigma, grad_bound, n, epsilon, delta, beta) -> bool:
 def wang_remark4_beta(grad_bound, steps, n, epsilon, delta, *, grid=999):
     """Remark 4's β search: among β ∈ (0, 1) meeting Thm 11's conditions, the one closest to 1/2.
 
+    β runs over the ``grid`` interior points of an even grid of (0, 1), nearest to
+    1/2 first (the lower of two equally near points first); the first feasible one
+    is returned — it has the smallest σ among the feasible β. Used by
+    ``dpclip_lab.algorithms.gradient_noise_std`` (which returns ``(sigma, beta)``).
+
     Returns
     -------
     beta, sigma : (float, float)
@@ -361,17 +369,17 @@ def wang_remark4_beta(grad_bound, steps, n, epsilon, delta, *, grid=999):
     Raises
     ------
     ValueError
-        If no β on the grid satisfies (32)–(33) (then Thm 11 certifies nothing).
+        If no β on the grid satisfies (32)–(33) (then Thm 11 certifies nothing;
+        Lemma 13 gives a sufficient condition on ε for T = n, δ = 1/n²).
     """
     betas = np.linspace(0, 1, grid + 2)[1:-1]
-    ok = [b for b in betas
-          if wang_thm11_conditions(wang_thm11_sigma(grad_bound, steps, n, epsilon, delta, b),
-                                   grad_bound, n, epsilon, delta, b)]
-    if not ok:
-        raise ValueError(f"no beta in (0, 1) satisfies Thm 11's conditions at n={n}, "
-                         f"T={steps}, epsilon={epsilon}, delta={delta}")
-    b = float(min(ok, key=lambda x: abs(x - 0.5)))
-    return b, wang_thm11_sigma(grad_bound, steps, n, epsilon, delta, b)
+    for b in betas[np.argsort(np.abs(betas - 0.5), kind="stable")]:
+        sigma = wang_thm11_sigma(grad_bound, steps, n, epsilon, delta, b)
+        if wang_thm11_conditions(sigma, grad_bound, n, epsilon, delta, b):
+            return float(b), sigma
+    raise ValueError(f"no beta in (0, 1) satisfies Wang et al. Thm 11's conditions at n={n}, "
+                     f"T={steps}, epsilon={epsilon}, delta={delta}: increase epsilon or n "
+                     f"(see their Lemma 13 / Fig. 1)")
 
 
 def wang_lemma13_epsilon_threshold(n) -> float:
@@ -388,18 +396,34 @@ def wang_sigma_to_noise_multiplier(sigma, grad_bound) -> float:
     """z = σ / (2G): Wang's σ (noise on ONE gradient bounded by G, replace-one Δ = 2G).
 
     Use with ``SampledWithoutReplacementEvent(n, 1, GaussianEvent(z))`` (i_t ∼ Unif[n]).
+    Half of ``dpclip_lab.noise.wang_sigma_to_noise_multiplier`` (σ / G, the lab's
+    add/remove multiplier for the run): same name, other neighbours.
     """
-    return check_positive(sigma, "sigma") / (2 * check_positive(grad_bound, "grad_bound"))
+    return wang_replace_one_noise_multiplier(
+        _wang_add_remove_noise_multiplier(sigma, gradient_bound=grad_bound))
 
 
 # ----------------------------------------------------------------------------------------
 # [004] DiceSGD
 # ----------------------------------------------------------------------------------------
+def _dicesgd_gbar(C1, C2, G_prime) -> float:
+    """Ḡ = C1² + 2 min{C2², G′²}; ``G_prime=None`` uses min{C2², G′²} ≤ C2² (sound)."""
+    C1 = check_positive(C1, "C1")
+    C2 = check_positive(C2, "C2")
+    m = C2 if G_prime is None else min(C2, check_positive(G_prime, "G_prime"))
+    return C1 * C1 + 2 * m * m
+
+
 def dicesgd_thm38_sigma(C1, C2, G_prime, steps, N, epsilon, delta) -> float:
     """DiceSGD Thm 3.8 / A.4: σ1² ≥ 32 T (C1² + 2 min{C2², G′²}) log(1/δ) / (N² ε²).
 
     σ1 is the std of the noise w^t added to the update direction v^t = (1/B)Σ clip(g_i, C1)
     + clip(e^t, C2) (Alg. 2, line 6): noise on the AVERAGE. Requires C1 ≤ C2 < C/B.
+    G′ (a bound from the paper's Assumption 3.5) may be ``None``: then min{C2², G′²} ≤ C2²
+    is used, which can only increase σ1 (sound). Automatic DiceSGD (Alg. 4, C1 = C2 = 1)
+    gives σ1 = √(96 T log(1/δ))/(N ε) (:func:`dicesgd_alg4_sigma`). Also reachable as
+    ``dpclip_lab.noise.dice_sigma_for_privacy(epsilon, delta, *, n, steps, clip_norm,
+    feedback_clip_norm, gradient_bound=None)``.
 
     NOTE (constant does not follow from the proof): the proof (App. A.2) ends with the RDP
     bound 16 α T (C1² + 2 min{C2², G′²}) / (σ1² N²) (:func:`dicesgd_proof_rdp`), and
@@ -415,15 +439,33 @@ def dicesgd_thm38_sigma(C1, C2, G_prime, steps, N, epsilon, delta) -> float:
     ----------
     [004] Theorem 3.8, Theorem A.4, Appendix A.2 (eq. after (25)).
     """
-    C1 = check_positive(C1, "C1")
-    C2 = check_positive(C2, "C2")
-    Gp = check_positive(G_prime, "G_prime")
+    gbar = _dicesgd_gbar(C1, C2, G_prime)
     T = check_int(steps, "steps", minimum=1)
     N = check_int(N, "N", minimum=1)
     eps = check_positive(epsilon, "epsilon")
     delta = check_open_unit(delta, "delta")
-    gbar = C1 * C1 + 2 * min(C2 * C2, Gp * Gp)
     return math.sqrt(32 * T * gbar * math.log(1 / delta)) / (N * eps)
+
+
+def dicesgd_thm38_epsilon(sigma1, C1, C2, G_prime, steps, N, delta) -> float:
+    """DiceSGD Thm 3.8 solved for ε: ε = √(32 T Ḡ log(1/δ)) / (N σ1), Ḡ = C1² + 2 min{C2², G′²}.
+
+    The inverse of :func:`dicesgd_thm38_sigma` (``inf`` for σ1 = 0; ``G_prime=None``
+    as there). Inherits its constant issue. ``DiceSGDResult.epsilon`` uses it; also
+    reachable as ``dpclip_lab.noise.dice_epsilon(sigma1, delta, *, n, steps, clip_norm,
+    feedback_clip_norm, gradient_bound=None)``.
+
+    References
+    ----------
+    [004] Theorem 3.8, Theorem A.4.
+    """
+    s = check_nonnegative(sigma1, "sigma1")
+    if s == 0:
+        return math.inf
+    delta = check_open_unit(delta, "delta")
+    T = check_int(steps, "steps", minimum=1)
+    N = check_int(N, "N", minimum=1)
+    return math.sqrt(32 * T * _dicesgd_gbar(C1, C2, G_prime) * math.log(1 / delta)) / (N * s)
 
 
 def dicesgd_alg4_sigma(steps, N, epsilon, delta, clip_norm=1.0) -> float:
@@ -444,12 +486,8 @@ def dicesgd_alg4_sigma(steps, N, epsilon, delta, clip_norm=1.0) -> float:
 
 
 def dicesgd_sigma_to_noise_multiplier(sigma1, batch_size, C1) -> float:
-    """z = σ1 B / C1: DiceSGD's σ1 as the noise multiplier of its clipped-gradient part.
-
-    This is the z of a DPSGD-GC run with the same noise (Poisson rate B/N); DiceSGD's
-    error feedback leaks more, so its own ε is larger than DP-SGD's at this z.
-    """
-    return average_sigma_to_noise_multiplier(sigma1, clip_norm=C1, batch_size=batch_size)
+    """z = σ1 B / C1: ``dpclip_lab.noise.dice_sigma_to_noise_multiplier`` in this module's names."""
+    return _dice_sigma_to_noise_multiplier(sigma1, batch_size=batch_size, clip_norm=C1)
 
 
 def dicesgd_proof_rdp(order, sigma1, steps, N, C1, C2, G_prime):
@@ -458,8 +496,7 @@ def dicesgd_proof_rdp(order, sigma1, steps, N, C1, C2, G_prime):
     Valid only where its Lemma A.11 (MTZ 2019 Thm 11: p ≤ 1/5, σ large, α small) applies.
     """
     a = np.asarray(order, dtype=float)
-    gbar = C1 * C1 + 2 * min(C2 * C2, G_prime * G_prime)
-    return 16 * a * steps * gbar / (sigma1 * sigma1 * N * N)
+    return 16 * a * steps * _dicesgd_gbar(C1, C2, G_prime) / (sigma1 * sigma1 * N * N)
 
 
 def dicesgd_proof_epsilon(sigma1, steps, N, C1, C2, G_prime, delta) -> float:

@@ -20,7 +20,12 @@ from ..sampling import make_sampler
 from .dp_sgd import check_n
 from .loop import DPResult, finish, run
 
-__all__ = ["dp_sgd_adaptive_clipping"]
+__all__ = ["dp_sgd_adaptive_clipping", "default_count_noise_std"]
+
+
+def default_count_noise_std(batch_size, noise_multiplier) -> float:
+    """σ_b = ``max(b/20, z)`` (0 without noise): Andrew et al. suggest b/20; it must exceed z/2."""
+    return max(batch_size / 20.0, float(noise_multiplier)) if noise_multiplier else 0.0
 
 
 def dp_sgd_adaptive_clipping(grad_fn, theta0, *, n, steps, lr, initial_clip_norm, noise_multiplier,
@@ -53,7 +58,7 @@ def dp_sgd_adaptive_clipping(grad_fn, theta0, *, n, steps, lr, initial_clip_norm
     n = check_n(n, grad_fn)
     sampler = make_sampler(sampling, n, batch_size)
     if count_noise_std is None:
-        count_noise_std = max(sampler.batch_size / 20.0, float(noise_multiplier)) if noise_multiplier else 0.0
+        count_noise_std = default_count_noise_std(sampler.batch_size, noise_multiplier)
     privatizer = QuantilePrivatizer(initial_clip_norm, noise_multiplier, target_quantile=target_quantile,
                                     clip_lr=clip_lr, count_noise_std=count_noise_std)
     traj = run(grad_fn, theta0, steps=steps, lr=lr, sampler=sampler, privatizer=privatizer, update=optimizer,

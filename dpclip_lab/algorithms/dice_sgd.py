@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._validation import check_open_unit
-from ..noise import dice_epsilon
+from ..accountants.paper_bounds import dicesgd_thm38_epsilon
 from ..privatizers import ErrorFeedbackPrivatizer
 from ..sampling import events as _ev
 from ..sampling import make_sampler
@@ -61,8 +61,8 @@ class DiceSGDResult(DPResult):
         C1 = torch.as_tensor(self.clip_norm, dtype=torch.float64).reshape(-1)
         C2 = torch.as_tensor(self.feedback_clip_norm, dtype=torch.float64).reshape(-1)
         C1, C2 = torch.broadcast_tensors(C1, C2)
-        eps = [dice_epsilon(self.noise_multiplier * float(c1) / self.batch_size, d, n=self.n, steps=self.steps,
-                            clip_norm=float(c1), feedback_clip_norm=float(c2)) for c1, c2 in zip(C1, C2)]
+        eps = [dicesgd_thm38_epsilon(self.noise_multiplier * float(c1) / self.batch_size, float(c1), float(c2),
+                                     None, self.steps, self.n, d) for c1, c2 in zip(C1, C2)]
         return max(eps)
 
     def dp_event(self, delta: float | None = None):
@@ -105,7 +105,7 @@ def dice_sgd(grad_fn, theta0, *, n, steps, lr, clip_norm, feedback_clip_norm, no
     noise_multiplier : float
         z, with ``σ1 = z C1 / B`` the std of w on the averaged direction
         (``dpclip_lab.noise.dice_sigma_to_noise_multiplier``;
-        ``dice_sigma_for_privacy`` gives Thm 3.8's σ1).
+        ``accountants.paper_bounds.dicesgd_thm38_sigma`` gives Thm 3.8's σ1).
     batch_size : int, optional
         B (expected batch size for Poisson sampling; the paper samples fixed-size
         minibatches — use ``sampling="shuffle"`` or ``"with_replacement"`` for that).
@@ -150,7 +150,7 @@ def automatic_dice_sgd(grad_fn, theta0, *, n, steps, lr, noise_multiplier, batch
 
     ``v = (1/B) Σ g_i/‖g_i‖ + e/‖e‖`` (times C), noise
     ``w ~ √(96 T log(1/δ))/(N ε) · N(0, I)`` for ``C = 1`` — i.e. Thm 3.8 with
-    ``C1 = C2 = 1`` (``dpclip_lab.noise.dice_sigma_for_privacy``). The paper
+    ``C1 = C2 = 1`` (``accountants.paper_bounds.dicesgd_alg4_sigma``). The paper
     absorbs C into the learning rate; ``clip_norm`` keeps it explicit.
     ``stability`` γ > 0 uses ``g/(‖g‖ + γ)`` (Bu et al. 2023) instead of ``g/‖g‖``.
     """

@@ -38,7 +38,7 @@ def dp_gd(grad_fn, theta0, *, n, steps, lr, clip_norm, noise_multiplier, project
         The clipping norm L.
     noise_multiplier : float
         z = σ n / L (``dpclip_lab.noise.song_sigma_to_noise_multiplier``); Thm 2.2's
-        σ² = 2L²T log(1/δ)/(nε)² is ``song_sigma_for_privacy``. 0: noise-free clipped GD,
+        σ² = 2L²T log(1/δ)/(nε)² is ``accountants.paper_bounds.song_thm22_sigma``. 0: noise-free clipped GD,
         which converges to a minimizer of the Huberized objective of Lemma 3.1.
     project : callable, optional
         ``Π_C`` (e.g. ``project_l2_ball(R)``); None means C = ℝ^p.

@@ -12,23 +12,20 @@ Noise calibration (Thm 11 and Remark 4): with
 (ε, δ)-DP if ``σ²/(4G²) ≥ 0.67`` and
 ``λ − 1 ≤ σ²/(6G²) · log(n / (λ (1 + σ²/(4G²))))``. Remark 4 searches β ∈ (0, 1)
 for feasible values and takes the one closest to 1/2 (smallest σ);
-:func:`gradient_noise_std` does that on a grid.
+:func:`gradient_noise_std` does that on a grid. The closed forms and the search
+live in :mod:`dpclip_lab.accountants.paper_bounds` (``wang_thm11_sigma``,
+``wang_thm11_conditions``, ``wang_remark4_beta``); this module only adapts their
+names to the algorithm's keyword conventions.
 
 Privacy record: ``SelfComposedEvent(SampledWithoutReplacementEvent(n, 1,
 GaussianEvent(σ / (2G))), T)`` — replace-one neighbours, sensitivity ``2G``, the
 setting of Wang et al.'s Lemma 3 (an accountant may certify a smaller ε than
 the paper's). The paper's own (ε, δ) is in ``extra["paper_epsilon"]``.
-
-If ``dpclip_lab.accountants.paper_bounds`` implements Thm 11, the β search
-there and here should be deduplicated.
 """
 from __future__ import annotations
 
-import math
-
-import numpy as np
-
 from .._validation import check_int, check_open_unit, check_positive
+from ..accountants.paper_bounds import wang_remark4_beta, wang_thm11_conditions, wang_thm11_sigma
 from .dp_sgd import check_n, dp_sgd
 from .loop import DPResult
 from .output_perturbation import holder_constants
@@ -38,36 +35,30 @@ __all__ = ["dp_sgd_gradient_perturbation", "gradient_noise_std", "thm11_conditio
 
 
 def thm11_conditions(beta, *, epsilon, delta, steps, n, gradient_bound):
-    """σ and whether Thm 11's two RDP conditions hold at ``beta`` (Wang et al.)."""
-    b = float(beta)
-    G = gradient_bound
-    lam = math.log(1.0 / delta) / ((1.0 - b) * epsilon) + 1.0
-    sigma2 = 14.0 * G * G * steps * lam / (b * n * n * epsilon)
-    r = sigma2 / (4.0 * G * G)
-    arg = n / (lam * (1.0 + r))
-    ok = r >= 0.67 and arg > 0 and (lam - 1.0) <= sigma2 / (6.0 * G * G) * math.log(arg)
-    return math.sqrt(sigma2), ok
+    """σ and whether Thm 11's two RDP conditions hold at ``beta`` (Wang et al.).
+
+    ``(paper_bounds.wang_thm11_sigma(...), paper_bounds.wang_thm11_conditions(...))``
+    with the algorithm's keyword names.
+    """
+    sigma = wang_thm11_sigma(gradient_bound, steps, n, epsilon, delta, beta)
+    return sigma, wang_thm11_conditions(sigma, gradient_bound, n, epsilon, delta, beta)
 
 
 def gradient_noise_std(*, epsilon, delta, steps, n, gradient_bound, grid: int = 9999):
     """Remark 4: the feasible β closest to 1/2 on a grid of (0, 1), and its σ.
 
-    Returns ``(sigma, beta)``. Raises ValueError if no β on the grid satisfies
-    Thm 11 (Lemma 13 gives a sufficient condition on ε for T = n, δ = 1/n²).
+    Returns ``(sigma, beta)`` — :func:`dpclip_lab.accountants.paper_bounds.wang_remark4_beta`
+    (which returns ``(beta, sigma)``) with the algorithm's keyword names. Raises
+    ValueError if no β on the grid satisfies Thm 11 (Lemma 13 gives a sufficient
+    condition on ε for T = n, δ = 1/n²).
     """
     e = check_positive(epsilon, "epsilon")
     d = check_open_unit(delta, "delta")
     T = check_int(steps, "steps", minimum=1)
     n = check_int(n, "n", minimum=1)
     G = check_positive(gradient_bound, "gradient_bound")
-    betas = np.linspace(0.0, 1.0, grid + 2)[1:-1]
-    betas = betas[np.argsort(np.abs(betas - 0.5), kind="stable")]
-    for b in betas:
-        sigma, ok = thm11_conditions(b, epsilon=e, delta=d, steps=T, n=n, gradient_bound=G)
-        if ok:
-            return sigma, float(b)
-    raise ValueError(f"no beta in (0, 1) satisfies Wang et al. Thm 11 for epsilon={epsilon}, delta={delta}, "
-                     f"steps={steps}, n={n}: increase epsilon or n (see their Lemma 13 / Fig. 1)")
+    beta, sigma = wang_remark4_beta(G, T, n, e, d, grid=grid)
+    return sigma, beta
 
 
 def dp_sgd_gradient_perturbation(grad_fn, theta0, *, n, steps, lr, epsilon, delta, radius, holder=None,

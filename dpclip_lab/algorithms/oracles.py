@@ -26,6 +26,8 @@ from typing import Callable
 
 import torch
 
+from .._validation import check_finite_tensor
+
 __all__ = ["Sums", "CallableOracle", "GLPOracle", "as_oracle"]
 
 
@@ -46,9 +48,8 @@ class Sums:
 
 
 def _check_finite(t: torch.Tensor, what: str) -> None:
-    if not bool(torch.isfinite(t).all()):
-        raise ValueError(f"grad_fn returned NaN or inf ({what}); all gradients must be finite. "
-                         "A diverging run (learning rate too large?) is the usual cause.")
+    check_finite_tensor(t, f"the batch sum of grad_fn's {what}",
+                        hint="A diverging run (learning rate too large?) is the usual cause.")
 
 
 def _is_glp(obj) -> bool:
