@@ -1,0 +1,208 @@
+"""The classroom copies of the chapters (``tools/assign.py``, otter-grader 7).
+
+For every master notebook under ``book/`` (a notebook with a ``# ASSIGNMENT CONFIG``
+raw cell): otter assign runs offline into a temporary folder, then
+
+1. the student copy holds no solution and no hidden test;
+2. grading the untouched student copy with ``otter run`` (local, no Docker) executes
+   the whole notebook without an error and fails every question;
+3. grading the solution notebook passes every test, public and hidden.
+
+About 45 s per chapter on 2 cores: otter assign (~8 s), then the student and the
+solution copies graded one after the other (each an execution of the whole chapter).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import dill
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("assign_tool", ROOT / "tools" / "assign.py")
+assign_tool = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(assign_tool)
+
+MASTERS = assign_tool.find_masters()
+
+
+def _blocks(master: Path):
+    """Solution cells and (test source, hidden) pairs of a master, per question."""
+    nb = nbformat.read(master, as_version=4)
+    stack, solutions, tests = [], [], []
+    for cell in nb.cells:
+        src = cell.source.strip()
+        if cell.cell_type == "raw":
+            m = re.match(r"#\s+(BEGIN|END)\s+(QUESTION|SOLUTION|TESTS|PROMPT)", src, re.I)
+            if m:
+                if m.group(1).upper() == "BEGIN":
+                    stack.append(m.group(2).upper())
+                else:
+                    assert stack and stack[-1] == m.group(2).upper(), f"unbalanced {src!r} in {master}"
+                    stack.pop()
+            continue
+        if stack and stack[-1] == "SOLUTION":
+            solutions.append(cell)
+        elif stack and stack[-1] == "TESTS":
+            config = re.search(r"BEGIN TEST CONFIG(.*?)END TEST CONFIG", src, re.S)
+            hidden = bool(config and re.search(r"^\s*hidden:\s*true\s*$", config.group(1), re.M | re.I))
+            body = src[config.end():].split("\n", 1)[1] if config else src
+            tests.append((body.strip(), hidden))
+    assert not stack, f"unclosed block(s) {stack} in {master}"
+    return solutions, tests
+
+
+def _solution_fragments(cell) -> list[str]:
+    """Pieces of solution code that must not survive into the student copy."""
+    if cell.cell_type == "markdown":
+        return [line.strip() for line in cell.source.splitlines() if len(line.strip()) > 20]
+    out, inside = [], False
+    for line in cell.source.splitlines():
+        s = line.rstrip()
+        if s.endswith("# END SOLUTION"):
+            inside = False
+        elif re.match(r"\s*# BEGIN SOLUTION", s):
+            inside = True
+        elif inside and s.strip():
+            out.append(s.strip())
+        elif re.search(r"# ?SOLUTION$", s):
+            code = re.sub(r"\s*# ?SOLUTION$", "", s).strip()
+            rhs = code.split("=", 1)[1].strip() if "=" in code and "==" not in code.split("=", 1)[0] else code
+            out.append(rhs)
+    return [f for f in out if f and f != "..."]
+
+
+#: Seconds one grading may take before it is restarted (normally 20-40 s).
+GRADING_TIMEOUT = 150
+
+
+def _start_grading(notebook: Path, result: Path, workdir: Path):
+    """Start ``otter run --debug`` on ``notebook`` in a subprocess (collect with :func:`_finish`).
+
+    A subprocess, not ``otter.api.grade_submission``: under pytest's output capture the
+    in-process call can wait forever on the notebook kernel. ``--debug`` makes an error
+    in any cell fail the run instead of being swallowed.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "otter", "run", "--no-logo", "--debug", "--pickle-results",
+           "-a", str(assign_tool.autograder_zip(result)), "-o", str(workdir), str(notebook)]
+    env = dict(os.environ)
+    log = open(workdir / "otter-run.log", "w")
+    proc = subprocess.Popen(cmd, cwd=workdir, stdin=subprocess.DEVNULL, stdout=log,
+                            stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    return proc, (notebook, result, workdir), log
+
+
+def _finish(job, retry: bool = True):
+    """Wait for a grading; restart it once if it hangs.
+
+    Rarely, on a busy machine, nbclient waits forever for a reply from an idle
+    kernel (seen with ipykernel 7.4 / jupyter_client 8.10, several kernels starting
+    at once). The notebook is not at fault: a second run passes.
+    """
+    proc, args, log = job
+    try:
+        rc = proc.wait(timeout=GRADING_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)   # its own session: otter and nothing else
+        proc.wait()
+        log.close()
+        if not retry:
+            raise AssertionError(f"otter run on {args[0]} hung twice (> {GRADING_TIMEOUT} s)") from None
+        return _finish(_start_grading(*args), retry=False)
+    log.close()
+    workdir = args[2]
+    assert rc == 0, f"otter run failed:\n{(workdir / 'otter-run.log').read_text()[-4000:]}"
+    with open(workdir / "results.pkl", "rb") as f:
+        return dill.load(f)
+
+
+@pytest.fixture(scope="module", params=MASTERS, ids=lambda p: p.stem)
+def made(request, tmp_path_factory):
+    """otter assign into a temporary folder: (master, result folder)."""
+    master = request.param
+    return master, assign_tool.assign(master, tmp_path_factory.mktemp("assignments"))
+
+
+@pytest.fixture(scope="module")
+def graded(made):
+    """GradingResults of the untouched student copy and of the solution notebook."""
+    master, result = made
+    # one after the other: two kernels started side by side made nbclient hang now and then
+    return {which: _finish(_start_grading(result / which / master.name, result, result / f"graded-{which}"))
+            for which in ("student", "autograder")}
+
+
+def test_there_is_a_master_notebook():
+    assert any(p.stem == "no_gradient_field" for p in MASTERS)
+
+
+def test_masters_are_offline():
+    for master in MASTERS:
+        assign_tool.check_offline(master, assign_tool.assignment_config(master))
+    with pytest.raises(SystemExit, match="offline"):
+        assign_tool.check_offline(Path("x.ipynb"), {"requirements": "requirements.txt"})
+    with pytest.raises(SystemExit, match="generate.token"):
+        assign_tool.check_offline(Path("x.ipynb"), {"generate": {"token": "abc"}})
+
+
+def test_student_copy_has_no_solutions(made):
+    master, result = made
+    student = result / "student" / master.name
+    text = student.read_text()
+    nb = nbformat.read(student, as_version=4)
+    sources = "\n".join(c.source for c in nb.cells)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    solutions, tests = _blocks(master)
+    assert solutions and tests
+    for cell in solutions:
+        for fragment in _solution_fragments(cell):
+            where = sources if cell.cell_type == "markdown" else code
+            assert fragment not in where, f"solution left in the student copy: {fragment!r}"
+    for marker in ("# SOLUTION", "BEGIN SOLUTION", "BEGIN QUESTION", "ASSIGNMENT CONFIG", "BEGIN TESTS"):
+        assert marker not in sources, marker
+    assert not [c for c in nb.cells if c.cell_type == "raw"]
+    # hidden tests are nowhere in the student copy (neither cells nor metadata); they are in the zip
+    with zipfile.ZipFile(assign_tool.autograder_zip(result)) as zf:
+        zipped = "\n".join(zf.read(n).decode("utf-8", "replace") for n in zf.namelist() if n.endswith(".py"))
+    hidden_lines = [line.strip() for body, hidden in tests if hidden for line in body.splitlines() if line.strip()]
+    assert hidden_lines
+    for line in hidden_lines:
+        assert line not in text and json.dumps(line)[1:-1] not in text, f"hidden test in the student copy: {line!r}"
+    assert any(name in zipped for name in ("hidden=True", "'hidden': True", '"hidden": true'))
+    # each question: answer cells with "..." and a check cell; no book-only markup left
+    n_questions = len(nb.metadata["otter"]["tests"])
+    assert n_questions >= 2
+    checks = [c for c in nb.cells if c.cell_type == "code" and re.fullmatch(r'grader\.check\("\w+"\)', c.source.strip())]
+    assert len(checks) == n_questions
+    assert all("..." in c.source for c in nb.cells if "otter_answer_cell" in c.metadata.get("tags", []))
+    assert not any(set(c.metadata.get("tags", [])) & assign_tool.BOOK_TAGS for c in nb.cells)
+
+
+def test_untouched_student_copy_fails_cleanly(graded):
+    res = graded["student"]
+    assert not res.has_catastrophic_failure()
+    assert res.possible > 0 and res.total == 0
+    for name, qres in res.results.items():
+        assert qres.score == 0, f"{name} passes with no answer"
+
+
+def test_solutions_pass_every_test(graded):
+    res = graded["autograder"]
+    assert not res.has_catastrophic_failure()
+    assert res.total == res.possible > 0, res.summary()
+    n_hidden = 0
+    for name, qres in res.results.items():
+        cases = qres.test_case_results
+        assert cases and all(tc.passed for tc in cases), f"{name}: {qres}"
+        n_hidden += sum(tc.test_case.hidden for tc in cases)
+    assert n_hidden >= len(res.results)   # every question has a hidden test, and it ran

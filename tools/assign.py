@@ -1,0 +1,192 @@
+"""Make the classroom copies of the book's chapters with otter-grader (``make assignments``).
+
+Every chapter notebook that holds exercises is an otter-grader 7 *master notebook*
+(otter assign, format v1). The book renders the master itself: exercises with their
+solutions folded away. This script turns each master into
+
+* ``_build/assignments/<chapter>/student/<chapter>.ipynb`` — solutions replaced by
+  ``...``, an otter init cell at the top, a ``grader.check("qN")`` cell after each
+  exercise (public tests only);
+* ``_build/assignments/<chapter>/autograder/`` — the solution notebook, and
+  ``<chapter>-autograder_<timestamp>.zip`` with all tests, public and hidden, for
+  ``otter run`` (local grading, no Docker).
+
+Usage::
+
+    python tools/assign.py                 # every master under book/
+    python tools/assign.py --check         # ... and grade the solutions (must score 100%)
+    python tools/assign.py book/part1/no_gradient_field.ipynb --out /tmp/assignments
+
+Offline by construction: the masters set no ``requirements``/``environment`` and no
+Gradescope ``token``/``course_id``, so otter assign writes its default
+``environment.yml``/``requirements.txt`` into the zip as text and installs nothing;
+grading runs the notebook in this virtual environment. The script refuses a master
+whose config would need the network.
+
+How to write a chapter with exercises (the pattern)
+---------------------------------------------------
+Cells of the master notebook, in order (raw cells are invisible in the book:
+myst-nb skips raw cells without a ``format``; tag them ``remove-cell`` as well):
+
+1. A raw cell ``# ASSIGNMENT CONFIG`` (YAML) near the top, e.g.::
+
+       # ASSIGNMENT CONFIG
+       name: <chapter>
+       init_cell: true
+       export_cell: false
+       check_all_cell: false
+       generate: true
+       tests: {files: false, ok_format: true}
+
+2. Per exercise: raw ``# BEGIN QUESTION`` with ``name: q1``; a Markdown prompt;
+   raw ``# BEGIN SOLUTION``; the solution code cell(s); raw ``# END SOLUTION``;
+   raw ``# BEGIN TESTS``; one code cell per test; raw ``# END TESTS``; raw
+   ``# END QUESTION``.
+3. Solution lines end in ``# SOLUTION`` (``x = f(y)  # SOLUTION`` becomes ``x = ...``)
+   or sit between ``# BEGIN SOLUTION`` / ``# END SOLUTION`` comment lines. Lines that
+   the student keeps must not use a removed value, or the student copy crashes.
+   Tag the solution cell ``hide-input`` and give it the metadata
+   ``{"mystnb": {"code_prompt_show": "Show a solution", "code_prompt_hide": "Hide the solution"}}``:
+   in the book the code folds behind that button.
+4. Tests are plain ``assert`` lines (OK format: a test fails if it raises or prints;
+   the master is committed without outputs, so a test must print nothing). A test
+   cell that begins with::
+
+       \"\"\" # BEGIN TEST CONFIG
+       hidden: true
+       points: 2
+       \"\"\" # END TEST CONFIG
+
+   is hidden: only in the autograder zip. Name helper variables in tests with a
+   leading underscore (tests run in the notebook's namespace). Tag every test cell
+   ``remove-cell``: the book does not show tests; the master still executes them, so
+   they double as checks of the solutions in ``make test`` (nbval) and the book build.
+5. Exercises are deterministic: seed every random draw with an explicit
+   ``torch.Generator().manual_seed(...)``.
+
+``tests/test_assignments.py`` checks every master: no solution left in the student
+copy, the untouched student copy fails cleanly, the solutions pass every test.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = ROOT / "_build" / "assignments"
+#: Cell tags and metadata that only mean something to the book (myst-nb).
+BOOK_TAGS = {"hide-input", "hide-output", "hide-cell", "remove-input", "remove-output", "remove-cell"}
+#: Config keys that would make otter reach the network (installing or Gradescope).
+NETWORK_KEYS = ("requirements", "environment")
+NETWORK_GENERATE_KEYS = ("token", "course_id", "assignment_id")
+CONFIG_MARK = "# ASSIGNMENT CONFIG"
+
+
+def assignment_config(path: Path) -> dict | None:
+    """The ``# ASSIGNMENT CONFIG`` of a notebook (a dict), or None if it is not a master."""
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        src = cell.source.lstrip()
+        if cell.cell_type == "raw" and src.upper().startswith(CONFIG_MARK):
+            return yaml.safe_load(src) or {}
+    return None
+
+
+def find_masters(root: Path = ROOT / "book") -> list[Path]:
+    """Every notebook under ``root`` with a ``# ASSIGNMENT CONFIG`` raw cell, sorted."""
+    return sorted(p for p in root.rglob("*.ipynb")
+                  if ".ipynb_checkpoints" not in p.parts and assignment_config(p) is not None)
+
+
+def check_offline(path: Path, config: dict) -> None:
+    bad = [k for k in NETWORK_KEYS if config.get(k)]
+    gen = config.get("generate")
+    if isinstance(gen, dict):
+        bad += [f"generate.{k}" for k in NETWORK_GENERATE_KEYS if gen.get(k)]
+    if bad:
+        raise SystemExit(f"{path}: ASSIGNMENT CONFIG sets {', '.join(bad)}; the assignments must be "
+                         "made offline (the course environment is this repository's requirements.txt)")
+
+
+def strip_book_markup(nb_path: Path) -> None:
+    """Remove the book-only tags and myst-nb metadata from an output notebook."""
+    nb = nbformat.read(nb_path, as_version=4)
+    for cell in nb.cells:
+        tags = [t for t in cell.metadata.get("tags", []) if t not in BOOK_TAGS]
+        if tags:
+            cell.metadata["tags"] = tags
+        else:
+            cell.metadata.pop("tags", None)
+        cell.metadata.pop("mystnb", None)
+    nbformat.write(nb, nb_path)
+
+
+def assign(master: Path, out: Path = DEFAULT_OUT, *, check: bool = False) -> Path:
+    """Run ``otter assign`` on one master; return ``out/<chapter>`` (with student/ and autograder/).
+
+    ``check=True`` lets otter grade the solution notebook with every test (slow:
+    it executes the chapter) and fail unless it scores 100%.
+    """
+    master = Path(master).resolve()
+    config = assignment_config(master)
+    if config is None:
+        raise SystemExit(f"{master} has no '{CONFIG_MARK}' raw cell: not an otter master notebook")
+    check_offline(master, config)
+    result = (Path(out) / master.stem).resolve()
+    if result.exists():
+        shutil.rmtree(result)
+    result.mkdir(parents=True)
+    cmd = [sys.executable, "-m", "otter", "assign", "--no-pdfs", str(master), str(result)]
+    if not check:
+        cmd.insert(5, "--no-run-tests")
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=master.parent)
+    if proc.returncode != 0:
+        raise SystemExit(f"otter assign failed on {master}:\n{proc.stdout}\n{proc.stderr}")
+    for sub in ("student", "autograder"):
+        nb_path = result / sub / master.name
+        if not nb_path.is_file():
+            raise SystemExit(f"otter assign wrote no {sub} notebook for {master}")
+        strip_book_markup(nb_path)
+    (result / "assign.log").write_text(proc.stdout + proc.stderr)
+    return result
+
+
+def autograder_zip(result: Path) -> Path:
+    """The autograder zip that ``otter assign`` wrote under ``result/autograder``."""
+    zips = sorted((Path(result) / "autograder").glob("*-autograder_*.zip"))
+    if not zips:
+        raise FileNotFoundError(f"no autograder zip under {result}/autograder")
+    return zips[-1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("notebooks", nargs="*", type=Path,
+                    help="master notebooks (default: every notebook under book/ with an ASSIGNMENT CONFIG)")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
+    ap.add_argument("--check", action="store_true",
+                    help="grade each solution notebook with all tests; fail unless it scores 100%%")
+    args = ap.parse_args(argv)
+    masters = args.notebooks or find_masters()
+    if not masters:
+        print("no master notebooks found")
+        return 0
+    summary = {}
+    for master in masters:
+        result = assign(master, args.out, check=args.check)
+        summary[str(Path(master).resolve().relative_to(ROOT))] = str(result.relative_to(ROOT)
+                                                                   if result.is_relative_to(ROOT) else result)
+        print(f"{master}: student and autograder copies in {result}")
+    (Path(args.out) / "index.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
