@@ -13,11 +13,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.dpclip-installed
 
-.PHONY: help book test venv clean
+.PHONY: help book test venv clean assignments
 
 help:
 	@echo "make book   build the HTML book into _build/html (creates .venv/ if missing)"
 	@echo "make test   run all tests, including the book build and the browser check"
+	@echo "make assignments  student + autograder copies of the exercises in _build/assignments"
 	@echo "make clean  remove _build/"
 
 # The stamp records that requirements.txt and the package were installed; it is
@@ -39,6 +40,9 @@ book: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+assignments: $(STAMP)
+	$(BIN)/python tools/assign.py --check
 
 clean:
 	rm -rf _build
