@@ -137,3 +137,15 @@ def test_adaptive_clip_norm_tracks_quantile():
     assert noisy.extra["gradient_noise_multiplier"] > 1.0
     late = noisy.history["clip_norm"][150:]
     assert 0.5 * norms.median() < late.median() < 2 * norms.median()
+
+
+def test_adaptive_clipping_projects_and_averages():
+    import dpclip_lab as dl
+    ds = dl.data.breast_cancer()
+    prob = dl.GLProblem(ds.X_train, ds.y_train, dl.losses.Logistic())
+    res = dl.algorithms.dp_sgd_adaptive_clipping(prob, torch.zeros(prob.p, dtype=torch.float64), n=prob.n, steps=50,
+                                                 lr=50.0, initial_clip_norm=1.0, noise_multiplier=1.0, batch_size=64,
+                                                 project=dl.algorithms.project_l2_ball(0.5), average=True, seed=0)
+    assert bool((res.iterates.norm(dim=-1) <= 0.5 + 1e-12).all())
+    assert res.release == "average"
+    assert torch.allclose(res.theta, res.iterates[1:].mean(0))

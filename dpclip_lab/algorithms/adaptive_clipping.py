@@ -30,13 +30,13 @@ def default_count_noise_std(batch_size, noise_multiplier) -> float:
 
 def dp_sgd_adaptive_clipping(grad_fn, theta0, *, n, steps, lr, initial_clip_norm, noise_multiplier,
                              batch_size=None, sampling="poisson", target_quantile=0.5, clip_lr=0.2,
-                             count_noise_std=None, optimizer="sgd", seed=None, keep_iterates=True,
-                             progress=None, callback=None) -> DPResult:
+                             count_noise_std=None, optimizer="sgd", project=None, average=False, seed=None,
+                             keep_iterates=True, progress=None, callback=None) -> DPResult:
     """DP-SGD with adaptive quantile clipping (Andrew et al. 2021).
 
     Parameters
     ----------
-    grad_fn, theta0, n, steps, lr, batch_size, sampling, optimizer, seed
+    grad_fn, theta0, n, steps, lr, batch_size, sampling, optimizer, project, average, seed
         As in :func:`dp_sgd`.
     initial_clip_norm : float or Tensor[R]
         C_0.
@@ -62,8 +62,9 @@ def dp_sgd_adaptive_clipping(grad_fn, theta0, *, n, steps, lr, initial_clip_norm
     privatizer = QuantilePrivatizer(initial_clip_norm, noise_multiplier, target_quantile=target_quantile,
                                     clip_lr=clip_lr, count_noise_std=count_noise_std)
     traj = run(grad_fn, theta0, steps=steps, lr=lr, sampler=sampler, privatizer=privatizer, update=optimizer,
-               seed=seed, keep_iterates=keep_iterates, progress=progress, callback=callback)
-    return finish(traj, theta0, release="last", algorithm="DP-SGD with adaptive quantile clipping",
+               project=project, average=average, seed=seed, keep_iterates=keep_iterates, progress=progress,
+               callback=callback)
+    return finish(traj, theta0, release="average" if average else "last", algorithm="DP-SGD with adaptive quantile clipping",
                   sampling=sampling, sample_rate=sampler.sample_rate,
                   noise_multiplier=privatizer.noise_multiplier, steps=steps, batch_size=sampler.batch_size,
                   n=n, clip_norm=initial_clip_norm,
