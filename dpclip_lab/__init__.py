@@ -15,13 +15,13 @@ from .algorithms import (DPResult, automatic_dice_sgd, dice_sgd, dp_gd, dp_gd_ld
 from .training import train
 from .accountants import (ComposedEvent, EpsilonDeltaEvent, GaussianEvent, LaplaceEvent, NonPrivateEvent,
                           NoOpEvent, PLDAccountant, PoissonSampledEvent, RDPAccountant,
-                          SampledWithoutReplacementEvent, SelfComposedEvent, get_epsilon,
+                          SampledWithoutReplacementEvent, SelfComposedEvent, epsilon_curve, get_epsilon,
                           get_noise_multiplier)
 
 __all__ = [
     "__version__", "clip", "clip_factor", "clip_per_block", "clipped_fraction", "safe_norm",
     "GLProblem", "MeanEstimation", "per_sample_grads", "unflatten", "flat_params",
-    "get_epsilon", "get_noise_multiplier", "RDPAccountant", "PLDAccountant", "GaussianEvent", "LaplaceEvent",
+    "get_epsilon", "get_noise_multiplier", "epsilon_curve", "RDPAccountant", "PLDAccountant", "GaussianEvent", "LaplaceEvent",
     "PoissonSampledEvent", "SampledWithoutReplacementEvent", "SelfComposedEvent", "ComposedEvent",
     "EpsilonDeltaEvent", "NonPrivateEvent", "NoOpEvent",
     "dp_gd", "dp_gd_ldp", "dp_sgd", "dice_sgd", "automatic_dice_sgd", "select_stationary_iterate",

@@ -562,10 +562,20 @@ def lines(x, ys: Mapping[str, Any], *, colors: Sequence[str] | None = None,
 
 
 def torch_like(v):
-    """``v`` as a torch tensor (accepts tensors, numpy arrays and lists)."""
+    """``v`` as a torch tensor (accepts tensors, numpy arrays and lists).
+
+    A read-only numpy array (e.g. the lab's cached RDP vectors, ``DEFAULT_ORDERS``) is
+    copied first: torch cannot share memory with it and would print a "non-writable"
+    warning into the page.
+    """
+    import numpy as np
     import torch
 
-    return v if isinstance(v, torch.Tensor) else torch.as_tensor(v, dtype=torch.float64)
+    if isinstance(v, torch.Tensor):
+        return v
+    if isinstance(v, np.ndarray) and not v.flags.writeable:
+        v = v.copy()
+    return torch.as_tensor(v, dtype=torch.float64)
 
 
 def error_curves(clip_norms, rel_bias, cosine, *, cos_limit: float | None = None,

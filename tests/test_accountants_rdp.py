@@ -138,3 +138,121 @@ def test_wang_lemma3_is_upper_bound_where_valid():
 def test_caching_returns_readonly():
     r = rdp_poisson_subsampled_gaussian(0.02, 1.0)
     assert not r.flags.writeable
+
+
+# --- fractional orders: the Euler-bracketed remainder and float bound (added with the speedup)
+@pytest.mark.parametrize("q,z", [(0.1, 0.8), (0.5, 0.3), (0.9, 0.3), (0.3, 0.5), (1e-4, 5.0),
+                                 (256 / 60000, 1.1), (0.02, 20.0)])
+def test_fractional_orders_near_one_match_integral(q, z):
+    """Near α = 1 the plain series needed up to 16k terms; the bracketed remainder ~α + 32."""
+    orders = [1.01, 1.02, 1.05, 1.1, 1.3, 2.75, 9.75]
+    ours = rdp_poisson_subsampled_gaussian(q, z, orders)
+    ref = np.array([rdp_by_integration(q, z, a) for a in orders])
+    # atol: at q = 1e-4, z = 5, α → 1, A − 1 ≈ 1e-12 and the float slack we add (rounded
+    # up) is ~2e-6 of ρ ≈ 2e-10, i.e. ~4e-16 absolute: harmless for any ε.
+    np.testing.assert_allclose(ours, ref, rtol=1e-6, atol=1e-15)
+    assert np.all(ours >= ref * (1 - 1e-12))
+
+
+def test_integer_orders_match_exact_binomial_sum():
+    """The flat (ragged) binomial sums against mpmath at large integer orders."""
+    def exact(q, z, a):
+        with mp.workdps(50):
+            q, z = mp.mpf(q), mp.mpf(z)
+            s = mp.fsum(mp.binomial(a, k) * (1 - q) ** (a - k) * q ** k * mp.e ** ((k * k - k) / (2 * z * z))
+                        for k in range(a + 1))
+            return float(mp.log(s) / (a - 1))
+    for q, z in [(0.01, 1.0), (1e-4, 3.0), (0.3, 2.0)]:
+        o = np.array([2.0, 7.0, 64.0, 512.0, 2048.0])
+        ours = rdp_poisson_subsampled_gaussian(q, z, o)
+        ref = np.array([exact(q, z, int(a)) for a in o])
+        np.testing.assert_allclose(ours, np.minimum(ref, o / (2 * z * z)), rtol=1e-9)
+
+
+# --- sampling without replacement: the Gaussian-specific bound (WBK 2019, Thm 27)
+def wor_thm27_by_mpmath(g, z, alpha, prec=1200):
+    """WBK Thm 27 for the Gaussian at integer α, in exact-enough arithmetic (no cancellation)."""
+    with mp.workprec(prec):
+        s, g = mp.mpf(1) / (mp.mpf(z) ** 2), mp.mpf(g)
+        f = [mp.e ** (s * k * (k - 1) / 2) for k in range(alpha + 2)]
+        moment = [mp.fsum(mp.binomial(j, k) * (-1) ** (j - k) * f[k] for k in range(j + 1))
+                  for j in range(alpha + 2)]
+        total = mp.mpf(1)
+        for j in range(2, alpha + 1):
+            general = 2 * mp.e ** ((j - 1) * j * s / 2)
+            if j == 2:
+                c = min(4 * (mp.e ** s - 1), 2 * mp.e ** s)
+            else:
+                c = min(4 * mp.sqrt(moment[2 * (j // 2)] * moment[2 * ((j + 1) // 2)]), general)
+            total += g ** j * mp.binomial(alpha, j) * c
+        return float(mp.log(total) / (alpha - 1))
+
+
+def test_wor_gaussian_bound_is_tighter_and_matches_dp_accounting():
+    """The brief's example: up to ~1/3 below the general Thm 9 bound at orders 4–16."""
+    from dp_accounting.rdp import rdp_privacy_accountant as dpr
+    o = np.array([3.0, 4.0, 8.0, 16.0])
+    tight = rdp_sampled_without_replacement_gaussian(0.1, 2.0, o)
+    general = rdp_sampled_without_replacement_gaussian(0.1, 2.0, o, bound="general")
+    np.testing.assert_allclose(tight, dpr._compute_rdp_sample_wor_gaussian(0.1, 2.0, o), rtol=1e-9)
+    assert np.all(tight < general)
+    assert general[2] / tight[2] - 1 > 0.25
+
+
+@pytest.mark.parametrize("g,z", [(0.1, 2.0), (0.01, 1.0), (0.3, 0.5), (0.7, 1.5), (1e-3, 0.8),
+                                 (0.05, 4.0), (0.3, 10.0), (0.7, 30.0)])
+def test_wor_gaussian_bound_never_below_exact(g, z):
+    """Never below Thm 27 computed in high precision; never above Thm 9; equal where floats suffice."""
+    orders = [2, 3, 4, 5, 8, 13, 16, 32]
+    ours = rdp_sampled_without_replacement_gaussian(g, z, [float(a) for a in orders])
+    general = rdp_sampled_without_replacement_gaussian(g, z, [float(a) for a in orders],
+                                                       bound="general")
+    exact = np.array([wor_thm27_by_mpmath(g, z, a) for a in orders])
+    assert np.all(ours >= exact * (1 - 1e-12))
+    assert np.all(ours <= general * (1 + 1e-12))
+    if z <= 4:                                   # no cancellation trouble: the exact value
+        np.testing.assert_allclose(ours, exact, rtol=1e-9)
+
+
+def test_wor_integer_orders_vs_dp_accounting_grid():
+    """Integer orders: equal to dp_accounting (same theorem) wherever its floats are accurate."""
+    from dp_accounting.rdp import rdp_privacy_accountant as dpr
+    o = np.array([2.0, 3.0, 4.0, 6.0, 10.0, 20.0, 40.0, 64.0])
+    for g in [1e-3, 0.01, 0.1, 0.5]:
+        for z in [0.5, 0.8, 1.0, 2.0, 3.0]:
+            ours = rdp_sampled_without_replacement_gaussian(g, z, o)
+            ref = dpr._compute_rdp_sample_wor_gaussian(g, z, o)
+            np.testing.assert_allclose(ours, ref, rtol=1e-8, err_msg=f"g={g}, z={z}")
+
+
+def test_wor_fractional_orders_interpolate_the_cgf():
+    o = np.array([2.0, 2.5, 3.0])
+    r = rdp_sampled_without_replacement_gaussian(0.05, 1.0, o)
+    k = r * (o - 1)
+    assert k[1] == pytest.approx(0.5 * (k[0] + k[2]), rel=1e-12)
+    with pytest.raises(ValueError, match="bound"):
+        rdp_sampled_without_replacement_gaussian(0.05, 1.0, o, bound="thm27")
+
+
+def test_wang_lemma3_is_upper_bound_of_both_wbk_bounds():
+    """Lemma 3 of paper 003 ≥ the general WBK bound ≥ the Gaussian-specific one, where valid."""
+    checked = 0
+    for p in [1e-4, 1e-3, 1e-2]:
+        for z in [0.9, 1.5, 3.0, 8.0]:
+            for lam in [2, 3, 5, 10, 20, 50]:
+                if wang_lemma3_conditions(p, z, lam):
+                    tight = rdp_sampled_without_replacement_gaussian(p, z, [float(lam)])[0]
+                    general = rdp_sampled_without_replacement_gaussian(
+                        p, z, [float(lam)], bound="general")[0]
+                    assert tight <= general * (1 + 1e-12)
+                    assert wang_lemma3_rdp(p, z, lam) >= general
+                    checked += 1
+    assert checked > 20
+
+
+def test_rdp_accountant_uses_the_gaussian_wor_bound():
+    from dpclip_lab.accountants import SampledWithoutReplacementEvent
+    from dpclip_lab.accountants.conversions import rdp_to_epsilon_improved
+    acc = RDPAccountant().compose(SampledWithoutReplacementEvent(1000, 100, GaussianEvent(2.0)), 50)
+    general = 50 * rdp_sampled_without_replacement_gaussian(0.1, 2.0, DEFAULT_ORDERS, bound="general")
+    assert acc.get_epsilon(1e-5) < rdp_to_epsilon_improved(DEFAULT_ORDERS, general, 1e-5)[0]

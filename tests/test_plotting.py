@@ -138,3 +138,21 @@ def test_nice_number():
     assert dp.nice_number(0.013) == 0.01
     with pytest.raises(ValueError):
         dp.nice_number(0.0)
+
+
+def test_torch_like_copies_read_only_arrays_without_warning():
+    import warnings
+
+    a = np.linspace(0.0, 1.0, 5)
+    a.setflags(write=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                 # torch's "not writable" UserWarning
+        t = dp.torch_like(a)
+        traces = dp.lines(a, {"y": a})
+    assert t.dtype == torch.float64 and torch.equal(t, torch.from_numpy(a.copy()))
+    t[0] = 5.0                                         # a copy: the array is untouched
+    assert a[0] == 0.0 and len(traces) == 1
+    w = np.arange(3.0)                                 # writable arrays still convert as before
+    assert torch.equal(dp.torch_like(w), torch.tensor([0.0, 1.0, 2.0], dtype=torch.float64))
+    ten = torch.ones(2)
+    assert dp.torch_like(ten) is ten

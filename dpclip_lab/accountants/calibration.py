@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .._validation import check_int, check_open_unit, check_positive, check_probability
+from .conversions import CONVERSIONS, rdp_to_epsilon_batch
 from .events import GaussianEvent, PoissonSampledEvent
 from .pld import PLDAccountant
-from .rdp import RDPAccountant
+from .rdp import RDPAccountant, rdp_poisson_subsampled_gaussian
 
-__all__ = ["get_epsilon", "get_noise_multiplier", "make_accountant", "ACCOUNTANTS"]
+__all__ = ["get_epsilon", "get_noise_multiplier", "epsilon_curve", "make_accountant",
+           "ACCOUNTANTS"]
 
 ACCOUNTANTS = ("rdp", "pld")
 
@@ -141,3 +145,94 @@ def get_noise_multiplier(*, target_epsilon, target_delta, sample_rate, steps,
         else:
             z_hi, e_hi = z_mid, e_mid
     return float(z_hi)
+
+
+def _curve_steps(steps, accountant, num_points):
+    """The step counts of a curve: 1..T, a geometric subset ending at T, or those given."""
+    if np.ndim(steps) == 0:
+        total = check_int(steps, "steps", minimum=1)
+        if accountant == "rdp" or total <= num_points:
+            return np.arange(1, total + 1)
+        grid = np.unique(np.round(np.geomspace(1, total, num_points)).astype(np.int64))
+        return np.union1d(grid, [total])
+    t = np.asarray(steps)
+    if t.ndim != 1 or t.size == 0 or not np.issubdtype(t.dtype, np.integer) or np.any(t < 1):
+        raise ValueError(f"steps must be an int >= 1 or a 1-D array of ints >= 1, got {steps!r}")
+    return t.astype(np.int64)
+
+
+def epsilon_curve(*, noise_multiplier, sample_rate, steps, delta, accountant="rdp",
+                  conversion="improved", num_points=24, value_discretization_interval=None):
+    """ε along a DP-SGD run: after t steps, for t = 1..T (or the step counts given).
+
+    The privacy "odometer" of the book's accounting chapter: the same mechanism as
+    :func:`get_epsilon` (Poisson-subsampled Gaussian, add/remove-one), evaluated at many
+    run lengths at once.
+
+    * ``"rdp"``: one RDP vector ρ(α) of a step (cached), t·ρ(α) for all t as one
+      (t × orders) array, converted row by row (:func:`~dpclip_lab.accountants.conversions.rdp_to_epsilon_batch`);
+      with an int ``steps`` every t = 1..T is returned. Costs about one ``get_epsilon``
+      plus T × len(orders) flops.
+    * ``"pld"``: one FFT composition per t, so with an int ``steps`` a geometric subset
+      of about ``num_points`` step counts is returned, always including T.
+
+    In both cases the value at t equals ``get_epsilon(..., steps=t)`` with the same
+    accountant (for "pld" when ``value_discretization_interval`` is None).
+
+    Parameters
+    ----------
+    noise_multiplier : float > 0
+    sample_rate : float in (0, 1]
+    steps : int >= 1 or 1-D array of ints >= 1
+        T (all of 1..T for "rdp"; a subset for "pld"), or the step counts wanted.
+    delta : float in (0, 1)
+    accountant : {"rdp", "pld"}
+    conversion : {"improved", "classic"}
+        RDP → (ε, δ) conversion ("rdp" only; see :mod:`~dpclip_lab.accountants.conversions`).
+    num_points : int >= 2
+        About how many step counts "pld" evaluates when ``steps`` is an int.
+    value_discretization_interval : float > 0, optional
+        "pld" only: one grid spacing for every t (faster, comparable across t); default
+        ``None`` lets each t pick its own for ~1e-4 relative error, as ``get_epsilon`` does.
+
+    Returns
+    -------
+    t : ndarray of int, shape (m,)
+        The step counts.
+    epsilon : ndarray of float, shape (m,)
+        ε after t[i] steps (an upper bound); non-decreasing in t for "rdp".
+
+    Examples
+    --------
+    >>> t, eps = epsilon_curve(noise_multiplier=1.1, sample_rate=256 / 60000, steps=10000,
+    ...                        delta=1e-5)
+    >>> t.shape, round(float(eps[-1]), 2)
+    ((10000,), 2.16)
+
+    References
+    ----------
+    Mironov (2017), Prop. 1 (RDP composes additively); Balle et al. (2020), Thm 21;
+    Koskela et al. (2020) and Doroshenko et al. (2022) for "pld".
+    """
+    z = check_positive(noise_multiplier, "noise_multiplier")
+    q = check_probability(sample_rate, "sample_rate")
+    delta = check_open_unit(delta, "delta")
+    if accountant not in ACCOUNTANTS:
+        raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
+    if conversion not in CONVERSIONS:
+        raise ValueError(f"conversion must be one of {CONVERSIONS}, got {conversion!r}")
+    num_points = check_int(num_points, "num_points", minimum=2)
+    t = _curve_steps(steps, accountant, num_points)
+    if accountant == "rdp":
+        acc = RDPAccountant(conversion=conversion)
+        rho = rdp_poisson_subsampled_gaussian(q, z, acc.orders)
+        eps = np.empty(len(t))
+        for lo in range(0, len(t), 4096):          # bounded memory for long runs
+            block = t[lo:lo + 4096]
+            rdp = np.zeros((len(block), len(rho))) + block[:, None].astype(float) * rho
+            eps[lo:lo + 4096] = rdp_to_epsilon_batch(acc.orders, rdp, delta, conversion)[0]
+        return t, eps
+    event = PoissonSampledEvent(q, GaussianEvent(z))
+    eps = np.array([PLDAccountant(value_discretization_interval).compose(event, int(n))
+                    .get_epsilon(delta) for n in t])
+    return t, eps

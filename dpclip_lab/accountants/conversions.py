@@ -18,7 +18,10 @@ import numpy as np
 
 from .._validation import check_open_unit
 
-__all__ = ["rdp_to_epsilon_classic", "rdp_to_epsilon_improved", "rdp_to_epsilon"]
+__all__ = ["rdp_to_epsilon_classic", "rdp_to_epsilon_improved", "rdp_to_epsilon",
+           "rdp_to_epsilon_batch"]
+
+CONVERSIONS = ("improved", "classic")
 
 
 def _prepare(orders, rdp, delta):
@@ -39,6 +42,15 @@ def _argmin(eps, o):
     return max(float(eps[i]), 0.0), float(o[i])
 
 
+def _epsilon_by_order(o, r, delta, conversion):
+    """The bound at every order (``r`` may carry leading batch axes); minimized by callers."""
+    if conversion == "improved":
+        return r + np.log1p(-1.0 / o) - (np.log(delta) + np.log(o)) / (o - 1.0)
+    if conversion == "classic":
+        return r + np.log(1.0 / delta) / (o - 1.0)
+    raise ValueError(f"conversion must be one of {CONVERSIONS}, got {conversion!r}")
+
+
 def rdp_to_epsilon_classic(orders, rdp, delta):
     """ε = min_α ρ(α) + log(1/δ)/(α − 1) (Mironov 2017, Prop. 3).
 
@@ -54,7 +66,7 @@ def rdp_to_epsilon_classic(orders, rdp, delta):
         The bound and the order that attains it.
     """
     o, r, delta = _prepare(orders, rdp, delta)
-    return _argmin(r + np.log(1.0 / delta) / (o - 1.0), o)
+    return _argmin(_epsilon_by_order(o, r, delta, "classic"), o)
 
 
 def rdp_to_epsilon_improved(orders, rdp, delta):
@@ -68,8 +80,7 @@ def rdp_to_epsilon_improved(orders, rdp, delta):
     epsilon, order : (float, float)
     """
     o, r, delta = _prepare(orders, rdp, delta)
-    eps = r + np.log1p(-1.0 / o) - (np.log(delta) + np.log(o)) / (o - 1.0)
-    return _argmin(eps, o)
+    return _argmin(_epsilon_by_order(o, r, delta, "improved"), o)
 
 
 def rdp_to_epsilon(orders, rdp, delta, conversion="improved"):
@@ -79,3 +90,32 @@ def rdp_to_epsilon(orders, rdp, delta, conversion="improved"):
     if conversion == "classic":
         return rdp_to_epsilon_classic(orders, rdp, delta)
     raise ValueError(f"conversion must be 'improved' or 'classic', got {conversion!r}")
+
+
+def rdp_to_epsilon_batch(orders, rdp, delta, conversion="improved"):
+    """:func:`rdp_to_epsilon` for many RDP curves at once (one per row of ``rdp``).
+
+    Parameters
+    ----------
+    orders : array of float > 1, shape (n,)
+    rdp : array of float >= 0 (inf allowed), shape (m, n)
+    delta : float in (0, 1)
+    conversion : {"improved", "classic"}
+
+    Returns
+    -------
+    epsilon, order : ndarrays of shape (m,)
+        Row by row the same numbers as :func:`rdp_to_epsilon` (same float operations).
+    """
+    delta = check_open_unit(delta, "delta")
+    o = np.atleast_1d(np.asarray(orders, dtype=float))
+    r = np.asarray(rdp, dtype=float)
+    if r.ndim != 2 or r.shape[1] != o.shape[0]:
+        raise ValueError(f"rdp must have shape (m, {o.shape[0]}), got {r.shape}")
+    if np.any(o <= 1):
+        raise ValueError("orders must be > 1")
+    if np.any(np.isnan(r)) or np.any(r < 0):
+        raise ValueError("rdp must be non-negative numbers (inf allowed), got nan or < 0")
+    eps = _epsilon_by_order(o, r, delta, conversion)
+    i = np.argmin(eps, axis=1)
+    return np.maximum(eps[np.arange(len(eps)), i], 0.0), o[i]
