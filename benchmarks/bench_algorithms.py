@@ -12,7 +12,8 @@ Run:  .venv/bin/python benchmarks/bench_algorithms.py [--quick]
    single runs (the loop is timed on a subset of runs and scaled; said in the table).
 
 Timings are medians of repeated, interleaved measurements, so that load from other
-processes hits all contenders alike.
+processes hits all contenders alike; a ratio is the median over rounds of the ratio
+within a round (robust to the machine slowing down for seconds at a time).
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def small_cnn(side: int) -> nn.Module:
 
 
 def interleaved(fns: dict, repeats: int, inner: int) -> dict:
-    """Median seconds per call of each fn, measured round-robin."""
+    """Seconds per call of each fn in each round (round-robin): ``{name: [repeats]}``."""
     times = {k: [] for k in fns}
     for f in fns.values():  # warm-up
         f()
@@ -53,7 +54,16 @@ def interleaved(fns: dict, repeats: int, inner: int) -> dict:
             for _ in range(inner):
                 f()
             times[k].append((time.perf_counter() - t) / inner)
-    return {k: statistics.median(v) for k, v in times.items()}
+    return times
+
+
+def median(times: list) -> float:
+    return statistics.median(times)
+
+
+def paired_ratio(t: dict, a: str, b: str) -> float:
+    """Median over rounds of ``t[a] / t[b]`` measured in the same round."""
+    return statistics.median(x / y for x, y in zip(t[a], t[b]))
 
 
 def bench_cnn(side: int, batch: int, repeats: int):
@@ -104,7 +114,7 @@ def bench_cnn(side: int, batch: int, repeats: int):
         fns["Opacus DP-SGD"] = opacus_step
     except ImportError:  # pragma: no cover
         pass
-    return {k: v / K for k, v in interleaved(fns, repeats, inner=1).items()}
+    return {k: [x / K for x in v] for k, v in interleaved(fns, repeats, inner=1).items()}
 
 
 def bench_glp_step(n: int, p: int, repeats: int):
@@ -124,7 +134,7 @@ def bench_glp_step(n: int, p: int, repeats: int):
               keep_iterates=False, progress=False)
 
     t = interleaved({"full gradient": grad, "DP-GD step": dpgd}, repeats, inner=1)
-    return {k: v / steps for k, v in t.items()}
+    return {k: [x / steps for x in v] for k, v in t.items()}
 
 
 def breast_cancer_glp():
@@ -140,20 +150,25 @@ def synthetic_glp(n, p):
     return dl.GLProblem(X, y, Logistic())
 
 
-def bench_sweep(prob, steps: int, loop_runs: int):
+def bench_sweep(prob, steps: int, loop_runs: int, rounds: int):
+    """Seconds for the 1,024-run sweep, batched and as a loop (scaled from ``loop_runs``), per round."""
     n, p = prob.n, prob.p
     Cs = torch.logspace(-2, 1, 64)
     grid = sweep_grid(Cs, 16, dtype=torch.float32)
     kw = dict(n=n, steps=steps, lr=0.5, noise_multiplier=1.0, batch_size=n // 10, keep_iterates=False, progress=False)
-    t = time.perf_counter()
-    res = dp_sgd(prob, torch.zeros(p), clip_norm=grid, seed=0, **kw)
-    batched = time.perf_counter() - t
-    assert res.theta.shape == (1024, p)
-    t = time.perf_counter()
-    for r in range(loop_runs):
-        dp_sgd(prob, torch.zeros(p), clip_norm=float(grid[r * (1024 // loop_runs)]), seed=r, **kw)
-    loop = (time.perf_counter() - t) * 1024 / loop_runs
-    return batched, loop
+    stride = 1024 // loop_runs
+
+    def batched():
+        res = dp_sgd(prob, torch.zeros(p), clip_norm=grid, seed=0, **kw)
+        assert res.theta.shape == (1024, p)
+
+    def loop():
+        for r in range(loop_runs):
+            dp_sgd(prob, torch.zeros(p), clip_norm=float(grid[r * stride]), seed=r, **kw)
+
+    t = interleaved({"batched": batched, "loop": loop}, rounds, inner=1)
+    t["loop"] = [x * stride for x in t["loop"]]
+    return t
 
 
 def main(quick: bool = False, threads: int = 1):
@@ -164,23 +179,24 @@ def main(quick: bool = False, threads: int = 1):
     rows = []
     for side, batch in ((8, 64), (8, 256), (28, 64), (28, 256)):
         t = bench_cnn(side, batch, reps)
-        base = t["plain SGD"]
-        rows.append((f"CNN {side}x{side}, batch {batch}: ours DP-SGD / plain SGD", t["ours DP-SGD"] / base,
-                     "<= 1.5", f"{t['ours DP-SGD'] * 1e3:.1f} ms vs {base * 1e3:.1f} ms"))
+        ours, base = median(t["ours DP-SGD"]), median(t["plain SGD"])
+        rows.append((f"CNN {side}x{side}, batch {batch}: ours DP-SGD / plain SGD", paired_ratio(t, "ours DP-SGD", "plain SGD"),
+                     "<= 1.5", f"{ours * 1e3:.1f} ms vs {base * 1e3:.1f} ms"))
         if "Opacus DP-SGD" in t:
             rows.append((f"CNN {side}x{side}, batch {batch}: ours DP-SGD / Opacus DP-SGD",
-                         t["ours DP-SGD"] / t["Opacus DP-SGD"], "< 1",
-                         f"{t['ours DP-SGD'] * 1e3:.1f} ms vs {t['Opacus DP-SGD'] * 1e3:.1f} ms"))
+                         paired_ratio(t, "ours DP-SGD", "Opacus DP-SGD"), "< 1",
+                         f"{ours * 1e3:.1f} ms vs {median(t['Opacus DP-SGD']) * 1e3:.1f} ms"))
     for n, p in ((10_000, 50), (100_000, 100)):
         t = bench_glp_step(n, p, reps)
-        rows.append((f"GLP n={n} p={p}: DP-GD step / full gradient", t["DP-GD step"] / t["full gradient"], "<= 3",
-                     f"{t['DP-GD step'] * 1e6:.0f} us vs {t['full gradient'] * 1e6:.0f} us"))
+        rows.append((f"GLP n={n} p={p}: DP-GD step / full gradient", paired_ratio(t, "DP-GD step", "full gradient"), "<= 3",
+                     f"{median(t['DP-GD step']) * 1e6:.0f} us vs {median(t['full gradient']) * 1e6:.0f} us"))
     loop_runs = 32 if quick else 128
     for label, prob in (("breast cancer", breast_cancer_glp()), ("synthetic", synthetic_glp(2000, 20))):
-        batched, loop = bench_sweep(prob, 100, loop_runs)
+        t = bench_sweep(prob, 100, loop_runs, rounds=1 if quick else 3)
         rows.append((f"GLP sweep 64 C x 16 seeds ({label} n={prob.n} p={prob.p}, 100 Poisson steps): loop / batched",
-                     loop / batched, ">= 20",
-                     f"{batched:.2f} s batched vs {loop:.1f} s loop (timed on {loop_runs} runs, x{1024 // loop_runs})"))
+                     paired_ratio(t, "loop", "batched"), ">= 20",
+                     f"{median(t['batched']):.2f} s batched vs {median(t['loop']):.1f} s loop "
+                     f"(timed on {loop_runs} runs, x{1024 // loop_runs})"))
 
     w = max(len(r[0]) for r in rows)
     print(f"\ntorch {torch.__version__}, {torch.get_num_threads()} intra-op thread(s), CPU, float32\n")

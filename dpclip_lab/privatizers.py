@@ -60,7 +60,9 @@ def _fraction_clipped(sums, clip_norm, sizes):
     """Fraction of the batch with norm above C (``sums.norms`` is 0 in empty slots)."""
     if clip_norm is None:
         return torch.zeros_like(sizes, dtype=sums.norms.dtype)
-    over = (sums.norms > clip_norm.unsqueeze(-1)).sum(-1)
+    # int32 accumulator: summing a bool tensor into the default int64 costs 4x more
+    # (about a tenth of a batched GLP sweep's step went to this count).
+    over = (sums.norms > clip_norm.unsqueeze(-1)).sum(-1, dtype=torch.int32)
     return over.to(sums.norms.dtype) / sizes.clamp(min=1).to(sums.norms.dtype)
 
 
@@ -236,7 +238,7 @@ class QuantilePrivatizer(GaussianPrivatizer):
         total = sums.scaled
         if self.gradient_noise_multiplier:
             total = total + (self.gradient_noise_multiplier * C).unsqueeze(-1) * _gauss(total.shape, generator, total)
-        under = (sums.norms <= C.unsqueeze(-1)).sum(-1).to(total.dtype)
+        under = (sums.norms <= C.unsqueeze(-1)).sum(-1, dtype=torch.int32).to(total.dtype)
         sizes = batch.sizes.to(total.dtype)
         if sums.weight is not None:  # empty slots have norm 0 and were counted
             under = under - (sums.norms.shape[-1] - sizes)

@@ -42,3 +42,33 @@ def test_errors():
         bad.weight.fill_(float("nan"))
     with pytest.raises(ValueError, match="per-example gradients contains"):
         dl.per_sample_grads(bad, nn.functional.cross_entropy, torch.randn(4, 3), torch.zeros(4, dtype=torch.long))
+
+
+def test_buffers_and_frozen_parameters_come_from_the_module():
+    # Only trainable parameters are passed to functional_call; BatchNorm's running
+    # statistics (eval mode: no batch coupling) and a frozen layer are read from the module.
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Linear(5, 4), nn.BatchNorm1d(4), nn.Tanh(), nn.Linear(4, 3)).double()
+    with torch.no_grad():
+        model[1].running_mean.uniform_(-1, 1)
+        model[1].running_var.uniform_(0.5, 2)
+    model.eval()
+    model[0].requires_grad_(False)
+    x = torch.randn(7, 5, dtype=torch.float64)
+    y = torch.randint(0, 3, (7,))
+    G = dl.per_sample_grads(model, nn.functional.cross_entropy, x, y)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    assert G.shape == (7, sum(p.numel() for p in trainable))
+    for i in range(7):
+        grads = torch.autograd.grad(nn.functional.cross_entropy(model(x[i:i + 1]), y[i:i + 1]), trainable)
+        assert torch.allclose(G[i], torch.cat([g.reshape(-1) for g in grads]), atol=1e-12)
+
+
+def test_finite_check_is_exact():
+    from dpclip_lab.per_sample import _check_finite
+    huge = torch.full((4, 3), 3e38)  # finite entries whose float32 sum overflows: no error
+    assert _check_finite(huge) is huge
+    bad = torch.zeros(4, 3)
+    bad[2, 1] = float("inf")
+    with pytest.raises(ValueError, match="1 NaN or inf"):
+        _check_finite(bad)
