@@ -82,7 +82,9 @@ def _solution_fragments(cell) -> list[str]:
 
 
 #: Seconds one grading may take before it is restarted (normally 20-40 s).
-GRADING_TIMEOUT = 150
+GRADING_TIMEOUT = 75
+#: Restarts allowed after a hang (see :func:`_finish`).
+GRADING_RETRIES = 4
 
 
 def _start_grading(notebook: Path, result: Path, workdir: Path):
@@ -102,12 +104,13 @@ def _start_grading(notebook: Path, result: Path, workdir: Path):
     return proc, (notebook, result, workdir), log
 
 
-def _finish(job, retry: bool = True):
+def _finish(job, retries: int = GRADING_RETRIES):
     """Wait for a grading; restart it once if it hangs.
 
-    Rarely, on a busy machine, nbclient waits forever for a reply from an idle
-    kernel (seen with ipykernel 7.4 / jupyter_client 8.10, several kernels starting
-    at once). The notebook is not at fault: a second run passes.
+    nbclient sometimes waits forever for a reply from an idle kernel (seen with
+    ipykernel 7.4 and 6.29 / jupyter_client 8.10; for ``choosing_clip_norm`` in about
+    one grading in four, even on an idle machine; a py-spy dump shows the kernel idle).
+    The notebook is not at fault: a rerun passes in ~20 s. Root cause not found.
     """
     proc, args, log = job
     try:
@@ -116,9 +119,10 @@ def _finish(job, retry: bool = True):
         os.killpg(proc.pid, signal.SIGKILL)   # its own session: otter and nothing else
         proc.wait()
         log.close()
-        if not retry:
-            raise AssertionError(f"otter run on {args[0]} hung twice (> {GRADING_TIMEOUT} s)") from None
-        return _finish(_start_grading(*args), retry=False)
+        if retries == 0:
+            raise AssertionError(f"otter run on {args[0]} hung {GRADING_RETRIES + 1} times "
+                                 f"(> {GRADING_TIMEOUT} s each)") from None
+        return _finish(_start_grading(*args), retries - 1)
     log.close()
     workdir = args[2]
     assert rc == 0, f"otter run failed:\n{(workdir / 'otter-run.log').read_text()[-4000:]}"
