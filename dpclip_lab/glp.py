@@ -191,21 +191,82 @@ class GLProblem:
 
     @property
     def lipschitz(self) -> float:
-        """A bound on every per-example gradient norm: ``sup|f'| · max_i ||x_i||``."""
+        """``sup|f'| · max_i ||x_i||``: a bound on every per-example gradient norm *of this data set*.
+
+        A statistic of the (private) training rows: fine for analysis and plots,
+        not for calibrating a private mechanism (use a stated domain bound, as
+        :meth:`holder` does with ``feature_bound``).
+        """
         return float(self.loss.lipschitz) * float(self.feature_norms.max())
 
-    def holder(self, radius: float | None = None):
-        """Hölder constants ``(α, L, M)`` of ``θ ↦ f(⟨θ, x⟩; y)`` (Wang et al. eq. (1), Lemma 1).
+    def check_domain(self, feature_bound, label_bound=None) -> tuple[float, float | None]:
+        """Check the rows against a stated data-domain bound; return ``(feature_bound, label_bound)``.
 
-        ``L = L_f · max||x||^{1+α}`` bounds ``||∂ℓ(θ) − ∂ℓ(θ')|| / ||θ − θ'||^α`` and
-        ``M = max_i |f'(0; y_i)|·||x_i||`` is the largest gradient norm at 0.
+        A privacy calibration needs a supremum over the data *domain* — a bound the
+        user states before seeing the data — never a statistic of the private set.
+        Raises ``ValueError`` if a training row has ``||x_i|| > feature_bound`` (or
+        ``|y_i| > label_bound``): the stated domain does not hold the data (clip or
+        rescale the features first). ``label_bound`` is needed only by losses whose
+        labels are not ±1 (regression), where ``|f'(0; y)|`` grows with ``|y|``.
         """
+        from ._validation import check_positive
+        if feature_bound is None:
+            raise ValueError("feature_bound is required: state a bound on ||x|| over the data domain "
+                             "(e.g. 1.0 for the lab's unit-norm data sets); a privacy calibration must not "
+                             "read it from the private rows")
+        R = check_positive(feature_bound, "feature_bound")
+        if float(self.feature_norms.max()) > R * (1 + 1e-9):
+            raise ValueError(f"feature_bound={R:g} is violated: some training rows have ||x|| > feature_bound; "
+                             "clip or rescale the features to the stated domain first")
+        if self.loss.needs_pm1_labels:
+            return R, None
+        if label_bound is None:
+            raise ValueError(f"label_bound is required for {self.loss!r}: its |f'(0; y)| grows with |y|, so "
+                             "state a bound on |y| over the data domain")
+        Y = check_positive(label_bound, "label_bound")
+        if float(self.y.abs().max()) > Y * (1 + 1e-9):
+            raise ValueError(f"label_bound={Y:g} is violated: some training labels have |y| > label_bound")
+        return R, Y
+
+    def _domain_labels(self, label_bound) -> torch.Tensor:
+        """Labels at which ``|f'(0; y)|`` and ``f(0; y)`` attain their sup over the domain.
+
+        ±1 for classification losses; ``±label_bound`` for the lab's regression
+        losses, whose ``|f'(0; y)|`` and ``f(0; y)`` grow with ``|y|``.
+        """
+        ys = [-1.0, 1.0] if label_bound is None else [-float(label_bound), float(label_bound)]
+        return torch.tensor(ys, dtype=self.X.dtype, device=self.X.device)
+
+    def holder(self, radius: float | None = None, *, feature_bound=None, label_bound=None):
+        """Hölder constants ``(α, L, M)`` of ``θ ↦ f(⟨θ, x⟩; y)`` over the data domain (Wang et al. eq. (1), Lemma 1).
+
+        ``L = L_f · R_x^{1+α}`` bounds ``||∂ℓ(θ) − ∂ℓ(θ')|| / ||θ − θ'||^α`` and
+        ``M = sup_y |f'(0; y)| · R_x`` bounds the gradient norm at 0, for every
+        ``(x, y)`` with ``||x|| ≤ R_x = feature_bound`` (and ``|y| ≤ label_bound``
+        for regression losses). Both are suprema over the *domain*, as the
+        sensitivity of Alg. 1 / Alg. 2 needs — not maxima over the training rows,
+        which would make the noise level itself a function of the private data.
+        The rows are checked against the bounds (:meth:`check_domain`).
+        ``radius`` is accepted for symmetry with the algorithms and unused here.
+        """
+        R, Y = self.check_domain(feature_bound, label_bound)
         a = float(self.loss.holder_alpha)
-        xmax = float(self.feature_norms.max())
-        L = float(self.loss.holder_constant) * xmax ** (1.0 + a)
-        zero = torch.zeros(self.p, dtype=self.X.dtype, device=self.X.device)
-        M = float((self.coefficients(zero).abs() * self.feature_norms).max())
+        L = float(self.loss.holder_constant) * R ** (1.0 + a)
+        ys = self._domain_labels(Y)
+        M = float(self.loss.derivative(torch.zeros_like(ys), ys).abs().max()) * R
         return a, L, M
+
+    def sup_loss_at_zero(self, *, label_bound=None) -> float:
+        """``sup_y f(0; y)`` over the label domain (±1, or ``|y| ≤ label_bound``): Wang et al. eq. (2)'s ``sup ℓ(0; z)``."""
+        if not self.loss.needs_pm1_labels:
+            from ._validation import check_positive
+            if label_bound is None:
+                raise ValueError(f"label_bound is required for {self.loss!r}: ℓ(0; y) grows with |y|")
+            label_bound = check_positive(label_bound, "label_bound")
+        else:
+            label_bound = None
+        ys = self._domain_labels(label_bound)
+        return float(self.loss.value(torch.zeros_like(ys), ys).max())
 
 
 class MeanEstimation:

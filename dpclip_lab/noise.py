@@ -31,9 +31,11 @@ replace-one sensitivity.
 
 This module holds the *conversions* σ ↔ z only. The papers' closed-form
 calibrations (σ for a target (ε, δ), and ε for a given σ) live in
-:mod:`dpclip_lab.accountants.paper_bounds`; :func:`song_sigma_for_privacy`,
-:func:`dice_sigma_for_privacy` and :func:`dice_epsilon` are aliases kept here
-for the book's chapters that meet them next to the conversions.
+:mod:`dpclip_lab.accountants.paper_bounds`; :func:`song_sigma_for_privacy`
+is an alias kept here for the book's chapters that meet it next to the
+conversions. (DiceSGD's Thm 3.8 calibration is not a privacy guarantee — see
+:mod:`dpclip_lab.algorithms.dice_sgd` — so it has no alias here that would
+suggest one: it is ``accountants.paper_bounds.dicesgd_thm38_sigma``.)
 """
 from __future__ import annotations
 
@@ -43,8 +45,7 @@ __all__ = [
     "song_sigma_to_noise_multiplier", "noise_multiplier_to_song_sigma", "song_sigma_for_privacy",
     "song_ldp_sigma_to_noise_multiplier", "noise_multiplier_to_song_ldp_sigma",
     "chen_sigma_to_noise_multiplier", "noise_multiplier_to_chen_sigma",
-    "dice_sigma_to_noise_multiplier", "noise_multiplier_to_dice_sigma", "dice_sigma_for_privacy",
-    "dice_epsilon", "wang_sigma_to_noise_multiplier", "noise_multiplier_to_wang_sigma",
+    "dice_sigma_to_noise_multiplier", "noise_multiplier_to_dice_sigma", "wang_sigma_to_noise_multiplier", "noise_multiplier_to_wang_sigma",
     "wang_replace_one_noise_multiplier", "averaged_noise_std", "average_sigma_to_noise_multiplier",
 ]
 
@@ -135,23 +136,6 @@ def dice_sigma_to_noise_multiplier(sigma1, *, batch_size, clip_norm) -> float:
 def noise_multiplier_to_dice_sigma(noise_multiplier, *, batch_size, clip_norm) -> float:
     """Inverse of :func:`dice_sigma_to_noise_multiplier`: ``σ1 = z C1 / B``."""
     return averaged_noise_std(noise_multiplier, clip_norm, batch_size)
-
-
-def dice_sigma_for_privacy(epsilon, delta, *, n, steps, clip_norm, feedback_clip_norm,
-                           gradient_bound=None) -> float:
-    """DiceSGD Thm 3.8's σ1: alias of :func:`dpclip_lab.accountants.paper_bounds.dicesgd_thm38_sigma`.
-
-    ``σ1² ≥ 32 T (C1² + 2 min{C2², G'²}) log(1/δ) / (N² ε²)`` with ``C1 = clip_norm``,
-    ``C2 = feedback_clip_norm``, ``G' = gradient_bound`` (optional: ``C2`` when None).
-    """
-    from .accountants.paper_bounds import dicesgd_thm38_sigma  # lazy: accountants import this module
-    return dicesgd_thm38_sigma(clip_norm, feedback_clip_norm, gradient_bound, steps, n, epsilon, delta)
-
-
-def dice_epsilon(sigma1, delta, *, n, steps, clip_norm, feedback_clip_norm, gradient_bound=None) -> float:
-    """DiceSGD Thm 3.8 solved for ε: alias of :func:`dpclip_lab.accountants.paper_bounds.dicesgd_thm38_epsilon`."""
-    from .accountants.paper_bounds import dicesgd_thm38_epsilon  # lazy: accountants import this module
-    return dicesgd_thm38_epsilon(sigma1, clip_norm, feedback_clip_norm, gradient_bound, steps, n, delta)
 
 
 # -- Wang, Lei, Ying, Zhang -----------------------------------------------------------------

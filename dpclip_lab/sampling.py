@@ -112,14 +112,22 @@ class Sampler:
 
 
 class PoissonSampler(Sampler):
-    """Poisson subsampling with rate ``q = batch_size / n`` (Abadi et al. 2016, §3.1)."""
+    """Poisson subsampling with rate ``q = batch_size / n`` (Abadi et al. 2016, §3.1).
+
+    The membership randomness is drawn in float64 whatever the model's dtype:
+    ``torch.rand(dtype) < q`` is quantized to the dtype's grid (2⁻²⁴ in float32,
+    2⁻¹¹ in float16, 2⁻⁸ in bfloat16), so in low precision the realized rate can be
+    several times ``q`` and the accountant's ε an under-report. Only the 0/1 mask
+    is cast to the run's dtype.
+    """
 
     name = "poisson"
 
     def sample(self, step, runs, generator, device, dtype=torch.float32):
-        mask = torch.rand((runs, self.n), generator=generator, device=device, dtype=dtype)
-        mask = mask.lt_(self.sample_rate)  # in place: 0/1 in the run's dtype
-        return Batch(None, mask, float(self.batch_size), mask.sum(1))
+        u = torch.rand((runs, self.n), generator=generator, device=device, dtype=torch.float64)
+        member = u < self.sample_rate
+        sizes = member.sum(1, dtype=torch.int32).to(dtype)  # exact count, then cast (bf16 sums drift)
+        return Batch(None, member.to(dtype), float(self.batch_size), sizes)
 
 
 class ShuffleSampler(Sampler):

@@ -21,7 +21,7 @@ def test_song_thm22_convention_and_validity():
 
 def test_song_ldp_factor_two():
     s = pb.song_thmD2_sigma(1.0, 10, 1.0, 1e-5)
-    z = pb.song_ldp_sigma_to_noise_multiplier(s, 1.0)
+    z = pb.song_ldp_replace_one_noise_multiplier(s, 1.0)
     true_eps = analytic_gaussian_epsilon(z / math.sqrt(10), 1e-5)
     assert true_eps > 1.5                                # about twice the claimed ε = 1
 
@@ -44,7 +44,7 @@ def test_wang_thm11_and_remark4():
     beta, sigma = pb.wang_remark4_beta(1.0, 1000, 1000, 2.0, 1e-6)
     assert 0 < beta < 1
     assert pb.wang_thm11_conditions(sigma, 1.0, 1000, 2.0, 1e-6, beta)
-    z = pb.wang_sigma_to_noise_multiplier(sigma, 1.0)
+    z = pb.wang_replace_one_sigma_to_noise_multiplier(sigma, 1.0)
     acc = RDPAccountant().compose(SampledWithoutReplacementEvent(1000, 1, GaussianEvent(z)), 1000)
     assert acc.get_epsilon(1e-6) <= 2.0                   # the exact accountant agrees
     with pytest.raises(ValueError, match="beta"):

@@ -103,21 +103,25 @@ def test_dice_adam_and_automatic():
 
 
 def test_dice_privacy_record():
+    """The record is the valid T-fold Gaussian (tests/test_privacy_safety.py); Thm 3.8 is only a named claim."""
+    from dpclip_lab.accountants import paper_bounds as pb
     prob = data.chen_example1()
     res = dice_sgd(prob, x0, n=3, steps=10, lr=0.05, clip_norm=0.5, feedback_clip_norm=1.0, noise_multiplier=2.0,
                    batch_size=2, seed=0)
-    with pytest.raises(NotImplementedError, match="Thm 3.8"):
-        res.dp_event()
-    e = res.dp_event(delta=1e-5)
+    e = res.dp_event()
+    assert isinstance(e, ev.SelfComposedEvent) and e.count == 10 and isinstance(e.event, ev.GaussianEvent)
     sigma1 = 2.0 * 0.5 / 2
-    expect = math.sqrt(32 * 10 * (0.25 + 2 * 1.0) * math.log(1e5)) / (3 * sigma1)
-    assert isinstance(e, ev.EpsilonDeltaEvent) and math.isclose(e.epsilon, expect) and e.delta == 1e-5
-    # Thm 3.8's sigma1 for (eps, delta) gives back eps
-    s = noise.dice_sigma_for_privacy(2.0, 1e-5, n=1000, steps=100, clip_norm=0.5, feedback_clip_norm=1.0)
-    assert math.isclose(noise.dice_epsilon(s, 1e-5, n=1000, steps=100, clip_norm=0.5, feedback_clip_norm=1.0), 2.0)
+    claim = math.sqrt(32 * 10 * (0.25 + 2 * 1.0) * math.log(1e5)) / (3 * sigma1)
+    assert math.isclose(res.paper_claimed_epsilon(1e-5), claim)
+    assert res.epsilon(1e-5) > claim                      # here the claim under-reports too
+    # Thm 3.8's sigma1 for (eps, delta) gives back eps (the formula, as printed)
+    s = pb.dicesgd_thm38_sigma(0.5, 1.0, None, 100, 1000, 2.0, 1e-5)
+    assert math.isclose(pb.dicesgd_thm38_epsilon(s, 0.5, 1.0, None, 100, 1000, 1e-5), 2.0)
     # Alg. 4: C1 = C2 = 1 gives sqrt(96 T log(1/δ)) / (N ε)
-    s = noise.dice_sigma_for_privacy(2.0, 1e-5, n=1000, steps=100, clip_norm=1.0, feedback_clip_norm=1.0)
+    s = pb.dicesgd_thm38_sigma(1.0, 1.0, None, 100, 1000, 2.0, 1e-5)
     assert math.isclose(s, math.sqrt(96 * 100 * math.log(1e5)) / (1000 * 2.0))
+    with pytest.raises(ValueError, match="C1 <= C2"):
+        pb.dicesgd_thm38_epsilon(1.0, 2.0, 1.0, None, 10, 100, 1e-5)
     quiet = dice_sgd(prob, x0, n=3, steps=10, lr=0.05, clip_norm=0.5, feedback_clip_norm=1.0, noise_multiplier=0.0,
                      batch_size=2, seed=0)
     assert isinstance(quiet.dp_event(), ev.NonPrivateEvent)

@@ -83,7 +83,8 @@ def test_ldp_matches_dp_gd_without_noise_and_records_events():
     c = dp_gd_ldp(prob, torch.zeros(1, dtype=f64), n=prob.n, steps=10, lr=1.0, clip_norm=0.2, noise_multiplier=2.0,
                   seed=0)
     assert c.local_dp_event() == ev.SelfComposedEvent(ev.GaussianEvent(1.0), 10)
-    assert c.dp_event() == ev.SelfComposedEvent(ev.GaussianEvent(2.0 * math.sqrt(prob.n)), 10)
+    assert c.dp_event() == ev.SelfComposedEvent(ev.GaussianEvent(2.0 * math.sqrt(prob.n) / 2), 10)  # replace-one
+    assert c.dp_event("zero_out") == ev.SelfComposedEvent(ev.GaussianEvent(2.0 * math.sqrt(prob.n)), 10)
 
 
 def test_noisy_min_selection_thm_4_2():

@@ -51,14 +51,18 @@ def test_output_perturbation_sensitivity_bound_holds(radius):
     X2, y2 = prob.X.clone(), prob.y.clone()
     X2[5], y2[5] = X2[6], -y2[6]  # a different datum
     nb = dl.GLProblem(X2, y2, prob.loss)
-    kw = dict(n=prob.n, steps=300, lr=0.1, epsilon=1.0, delta=1e-5, radius=radius, seed=0)
+    kw = dict(n=prob.n, steps=300, lr=0.1, epsilon=0.9, delta=1e-5, radius=radius, feature_bound=1.0, seed=0)
     r1 = dp_sgd_output_perturbation(prob, torch.zeros(3, dtype=f64), **kw)
     r2 = dp_sgd_output_perturbation(nb, torch.zeros(3, dtype=f64), **kw)
     gap = (r1.extra["nonprivate_average"] - r2.extra["nonprivate_average"]).norm().item()
     assert 0 < gap <= r1.extra["sensitivity"]
-    assert math.isclose(r1.extra["noise_std"], output_noise_std(r1.extra["sensitivity"], 1.0, 1e-5))
-    assert math.isclose(r1.extra["noise_std"], math.sqrt(2 * math.log(2.5e5)) * r1.extra["sensitivity"])
-    assert r1.dp_event() == ev.EpsilonDeltaEvent(1.0, 1e-5)
+    D = r1.extra["sensitivity"]
+    assert math.isclose(r1.extra["noise_std"], output_noise_std(D, 0.9, 1e-5))
+    # the analytic calibration at δ/2 is exact: (0.9, δ/2)-DP, and less noise than Lemma 2's classic σ
+    assert dl.accountants.analytic_gaussian_epsilon(r1.extra["noise_std"], 0.5e-5, D) == pytest.approx(0.9, rel=1e-6)
+    assert math.isclose(r1.extra["noise_std_classic"], math.sqrt(2 * math.log(2.5e5)) * D / 0.9)
+    assert r1.extra["noise_std"] < r1.extra["noise_std_classic"]
+    assert r1.dp_event() == ev.EpsilonDeltaEvent(0.9, 1e-5)
     # Wang's average includes w_1 = θ_0 and stops at w_T
     assert torch.allclose(r1.extra["nonprivate_average"], r1.iterates[:-1].mean(0))
     if radius is not None:
@@ -68,7 +72,7 @@ def test_output_perturbation_sensitivity_bound_holds(radius):
 def test_output_perturbation_noise_level():
     prob = hinge_problem()
     res = dp_sgd_output_perturbation(prob, torch.zeros(2000, 3, dtype=f64), n=prob.n, steps=50, lr=0.1, epsilon=2.0,
-                                     delta=1e-5, radius=1.0, seed=0)
+                                     delta=1e-5, radius=1.0, feature_bound=1.0, seed=0)
     resid = res.theta - res.extra["nonprivate_average"]
     assert abs(resid.std().item() / res.extra["noise_std"] - 1) < 0.05
 
@@ -94,8 +98,8 @@ def test_gradient_perturbation_run_and_event():
     prob = dl.GLProblem(hinge_problem(n=200).X, hinge_problem(n=200).y, QNormRegression(1.5))
     R = 1.0
     res = dp_sgd_gradient_perturbation(prob, torch.zeros(3, dtype=f64), n=prob.n, steps=200, lr=0.05, epsilon=4.0,
-                                       delta=1e-4, radius=R, seed=0)
-    a, L, M = prob.holder(R)
+                                       delta=1e-4, radius=R, feature_bound=1.0, label_bound=1.0, seed=0)
+    a, L, M = prob.holder(R, feature_bound=1.0, label_bound=1.0)
     G = M + L * R ** a
     assert math.isclose(res.extra["gradient_bound"], G)
     z = res.noise_multiplier

@@ -159,10 +159,16 @@ def test_exact_optima_with_radius_and_errors():
 
 def test_holder_constants_of_a_glp():
     X, y = _data()
-    a, L, M = dl.GLProblem(X, y, losses.QHinge(1.5)).holder()
+    prob = dl.GLProblem(X, y, losses.QHinge(1.5))
     xmax = X.norm(dim=1).max().item()
-    assert a == 0.5 and L == pytest.approx(1.5 * xmax ** 1.5)
-    assert M == pytest.approx(1.5 * xmax)   # |f'(0)| = q for every example
+    R = 2.0 * xmax                          # a stated domain bound, not the rows' maximum
+    a, L, M = prob.holder(feature_bound=R)
+    assert a == 0.5 and L == pytest.approx(1.5 * R ** 1.5)
+    assert M == pytest.approx(1.5 * R)      # |f'(0)| = q for every example of the domain
+    with pytest.raises(ValueError, match="feature_bound is required"):
+        prob.holder()
+    with pytest.raises(ValueError, match="feature_bound=.* is violated"):
+        prob.holder(feature_bound=0.5 * xmax)
 
 
 def test_bad_input():

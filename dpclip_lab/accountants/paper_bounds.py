@@ -39,16 +39,34 @@ from .rdp import rdp_sampled_without_replacement_gaussian
 
 __all__ = [
     "song_thm22_sigma", "song_sigma_to_noise_multiplier", "song_thm22_true_epsilon",
-    "song_thmD2_sigma", "song_ldp_sigma_to_noise_multiplier",
+    "song_thmD2_sigma", "song_ldp_replace_one_noise_multiplier",
     "abadi_thm1_noise_multiplier", "chen_thm4_sigma", "dicesgd_thm23_sigma",
     "average_sigma_to_noise_multiplier", "abadi_implied_constant",
     "wang_lemma2_sigma", "wang_output_perturbation_sigma", "wang_delta_sgd",
     "wang_lemma3_rdp", "wang_lemma3_conditions", "wang_thm11_sigma",
     "wang_thm11_conditions", "wang_remark4_beta", "wang_lemma13_epsilon_threshold",
-    "wang_sigma_to_noise_multiplier",
+    "wang_replace_one_sigma_to_noise_multiplier",
     "dicesgd_thm38_sigma", "dicesgd_thm38_epsilon", "dicesgd_alg4_sigma", "dicesgd_sigma_to_noise_multiplier",
     "dicesgd_proof_rdp", "dicesgd_proof_epsilon",
 ]
+
+
+def _check_order(order) -> float:
+    """An RDP order: a finite number > 1."""
+    try:
+        lam = float(order)
+    except (TypeError, ValueError):
+        raise TypeError(f"order must be a number > 1, got {order!r}") from None
+    if not (math.isfinite(lam) and lam > 1):
+        raise ValueError(f"order must be a finite number > 1, got {order!r}")
+    return lam
+
+
+def _check_beta(beta) -> float:
+    b = float(beta)
+    if not 0 < b < 1:
+        raise ValueError(f"beta must lie in (0, 1), got {beta!r}")
+    return b
 
 
 # ----------------------------------------------------------------------------------------
@@ -114,7 +132,7 @@ def song_thmD2_sigma(clip_norm, steps, epsilon, delta) -> float:
     sensitivity is 2L (clip(g) − clip(g') can have norm 2L), not L; the formula is the
     central-DP one with n = 1. With the stated σ the noise multiplier w.r.t. the true
     sensitivity is z = σ/(2L) = √(2T log(1/δ))/(2ε), and the true ε is about twice the
-    target (see :func:`song_ldp_sigma_to_noise_multiplier`). This function returns the
+    target (see :func:`song_ldp_replace_one_noise_multiplier`). This function returns the
     printed value; multiply by 2 for the replace-any-record sensitivity (the lab's
     ``LDPResult.local_dp_event()`` uses 2L).
 
@@ -125,11 +143,11 @@ def song_thmD2_sigma(clip_norm, steps, epsilon, delta) -> float:
     return song_thm22_sigma(clip_norm, steps, 1, epsilon, delta)
 
 
-def song_ldp_sigma_to_noise_multiplier(sigma, clip_norm) -> float:
+def song_ldp_replace_one_noise_multiplier(sigma, clip_norm) -> float:
     """z = σ / (2L): a local report clip(g) + N(0, σ²) has sensitivity 2L (replace-one).
 
     Half of ``dpclip_lab.noise.song_ldp_sigma_to_noise_multiplier`` (σ / L, the
-    per-example multiplier that ``dp_gd_ldp`` takes): same name, other neighbours.
+    per-example multiplier that ``dp_gd_ldp`` takes); the name says which relation.
     """
     return 0.5 * _song_ldp_per_example_noise_multiplier(sigma, clip_norm=clip_norm)
 
@@ -262,6 +280,8 @@ def wang_delta_sgd(*, steps, n, eta, alpha, L, M, gamma, R=None, C_alpha=None) -
     gamma = check_open_unit(gamma, "gamma")
     if not 0 <= alpha <= 1:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
+    L = check_positive(L, "L")
+    M = check_nonnegative(M, "M")
     x = 3 * n * math.log(n / gamma) / T
     c_gt = max(math.sqrt(x), x)
     if alpha < 1:
@@ -274,6 +294,7 @@ def wang_delta_sgd(*, steps, n, eta, alpha, L, M, gamma, R=None, C_alpha=None) -
     else:
         if C_alpha is None:
             raise ValueError("C_alpha is required when R is None (unbounded domain, Thm 7a)")
+        C_alpha = check_nonnegative(C_alpha, "C_alpha")
         G = M + L * (C_alpha * T * eta) ** (alpha / 2)
     r = T / n * (1 + c_gt)
     return math.sqrt(math.e * (first + 4 * G * G * eta * eta * (1 + r) * r))
@@ -284,7 +305,9 @@ def wang_lemma3_conditions(sample_rate, noise_multiplier, order) -> bool:
 
     z = σ/Δ (replace-one sensitivity Δ); p = sampling-without-replacement rate.
     """
-    p, z, lam = float(sample_rate), float(noise_multiplier), float(order)
+    p = check_probability(sample_rate, "sample_rate")
+    z = check_positive(noise_multiplier, "noise_multiplier")
+    lam = _check_order(order)
     if z * z < 0.67:
         return False
     arg = 1.0 / (lam * p * (1 + z * z))
@@ -306,9 +329,7 @@ def wang_lemma3_rdp(sample_rate, noise_multiplier, order, *, check=True) -> floa
     """
     p = check_probability(sample_rate, "sample_rate")
     z = check_positive(noise_multiplier, "noise_multiplier")
-    lam = float(order)
-    if lam <= 1:
-        raise ValueError(f"order must be > 1, got {order!r}")
+    lam = _check_order(order)
     if check and not wang_lemma3_conditions(p, z, lam):
         raise ValueError(f"Lemma 3 does not apply at sample_rate={p}, noise_multiplier={z}, "
                          f"order={lam}: needs z² ≥ 0.67 and λ−1 ≤ (2z²/3) log(1/(λp(1+z²)))")
@@ -332,8 +353,7 @@ def wang_thm11_sigma(grad_bound, steps, n, epsilon, delta, beta) -> float:
     n = check_int(n, "n", minimum=1)
     eps = check_positive(epsilon, "epsilon")
     delta = check_open_unit(delta, "delta")
-    if not 0 < beta < 1:
-        raise ValueError(f"beta must lie in (0, 1), got {beta!r}")
+    beta = _check_beta(beta)
     lam = math.log(1 / delta) / ((1 - beta) * eps) + 1
     return math.sqrt(14 * G * G * T * lam / (beta * n * n * eps))
 
@@ -344,7 +364,12 @@ def wang_thm11_conditions(sigma, grad_bound, n, epsilon, delta, beta) -> bool:
     (32) σ²/(4G²) ≥ 0.67;  (33) λ − 1 ≤ σ²/(6G²) · log(n / (λ (1 + σ²/(4G²)))).
     These are Lemma 3's conditions with Δ = 2G, p = 1/n.
     """
-    G = float(grad_bound)
+    sigma = check_positive(sigma, "sigma")
+    G = check_positive(grad_bound, "grad_bound")
+    n = check_int(n, "n", minimum=1)
+    epsilon = check_positive(epsilon, "epsilon")
+    delta = check_open_unit(delta, "delta")
+    beta = _check_beta(beta)
     lam = math.log(1 / delta) / ((1 - beta) * epsilon) + 1
     s = sigma * sigma / (4 * G * G)
     if s < 0.67:
@@ -392,12 +417,12 @@ def wang_lemma13_epsilon_threshold(n) -> float:
     return (7 * c + 4 * math.log(n) * n + 7) / (2 * n * c)
 
 
-def wang_sigma_to_noise_multiplier(sigma, grad_bound) -> float:
+def wang_replace_one_sigma_to_noise_multiplier(sigma, grad_bound) -> float:
     """z = σ / (2G): Wang's σ (noise on ONE gradient bounded by G, replace-one Δ = 2G).
 
     Use with ``SampledWithoutReplacementEvent(n, 1, GaussianEvent(z))`` (i_t ∼ Unif[n]).
     Half of ``dpclip_lab.noise.wang_sigma_to_noise_multiplier`` (σ / G, the lab's
-    add/remove multiplier for the run): same name, other neighbours.
+    add/remove multiplier for the run); the name says which relation.
     """
     return wang_replace_one_noise_multiplier(
         _wang_add_remove_noise_multiplier(sigma, gradient_bound=grad_bound))
@@ -407,15 +432,24 @@ def wang_sigma_to_noise_multiplier(sigma, grad_bound) -> float:
 # [004] DiceSGD
 # ----------------------------------------------------------------------------------------
 def _dicesgd_gbar(C1, C2, G_prime) -> float:
-    """Ḡ = C1² + 2 min{C2², G′²}; ``G_prime=None`` uses min{C2², G′²} ≤ C2² (sound)."""
+    """Ḡ = C1² + 2 min{C2², G′²}; ``G_prime=None`` uses min{C2², G′²} ≤ C2²."""
     C1 = check_positive(C1, "C1")
     C2 = check_positive(C2, "C2")
+    if C1 > C2:
+        raise ValueError(f"DiceSGD (Thm 3.7-3.8) requires C1 <= C2, got C1={C1!r} > C2={C2!r}")
     m = C2 if G_prime is None else min(C2, check_positive(G_prime, "G_prime"))
     return C1 * C1 + 2 * m * m
 
 
 def dicesgd_thm38_sigma(C1, C2, G_prime, steps, N, epsilon, delta) -> float:
-    """DiceSGD Thm 3.8 / A.4: σ1² ≥ 32 T (C1² + 2 min{C2², G′²}) log(1/δ) / (N² ε²).
+    """DiceSGD Thm 3.8 / A.4 as printed: σ1² ≥ 32 T (C1² + 2 min{C2², G′²}) log(1/δ) / (N² ε²).
+
+    THE PAPER'S CLAIM, NOT A GUARANTEE. The theorem does not hold in the worst case:
+    the error-feedback term ``clip(e_t, C2)`` has sensitivity up to ``2 C2`` every
+    step (not ``O(C2/N)``), and no subsampling amplification applies to it. With
+    this σ1 a worst-case pair of data sets has ε far above the target (N = B = 100,
+    T = 100, C1 = C2 = 1, z = 100: claimed 3.32, exact about 92.5 at δ = 1e-5). For
+    a σ1 a proof supports use ``dpclip_lab.algorithms.dicesgd_noise_multiplier``.
 
     σ1 is the std of the noise w^t added to the update direction v^t = (1/B)Σ clip(g_i, C1)
     + clip(e^t, C2) (Alg. 2, line 6): noise on the AVERAGE. Requires C1 ≤ C2 < C/B.
@@ -451,9 +485,9 @@ def dicesgd_thm38_epsilon(sigma1, C1, C2, G_prime, steps, N, delta) -> float:
     """DiceSGD Thm 3.8 solved for ε: ε = √(32 T Ḡ log(1/δ)) / (N σ1), Ḡ = C1² + 2 min{C2², G′²}.
 
     The inverse of :func:`dicesgd_thm38_sigma` (``inf`` for σ1 = 0; ``G_prime=None``
-    as there). Inherits its constant issue. ``DiceSGDResult.epsilon`` uses it; also
-    reachable as ``dpclip_lab.noise.dice_epsilon(sigma1, delta, *, n, steps, clip_norm,
-    feedback_clip_norm, gradient_bound=None)``.
+    as there): THE PAPER'S CLAIMED ε, NOT A GUARANTEE (see there).
+    ``DiceSGDResult.paper_claimed_epsilon`` uses it; ``DiceSGDResult.epsilon`` is
+    the valid accounting.
 
     References
     ----------
@@ -485,7 +519,7 @@ def dicesgd_alg4_sigma(steps, N, epsilon, delta, clip_norm=1.0) -> float:
     return math.sqrt(96 * T * math.log(1 / delta)) * check_positive(clip_norm, "clip_norm") / (N * eps)
 
 
-def dicesgd_sigma_to_noise_multiplier(sigma1, batch_size, C1) -> float:
+def dicesgd_sigma_to_noise_multiplier(sigma1, batch_size, C1) -> float:  # noqa: D401
     """z = σ1 B / C1: ``dpclip_lab.noise.dice_sigma_to_noise_multiplier`` in this module's names."""
     return _dice_sigma_to_noise_multiplier(sigma1, batch_size=batch_size, clip_norm=C1)
 
@@ -493,9 +527,16 @@ def dicesgd_sigma_to_noise_multiplier(sigma1, batch_size, C1) -> float:
 def dicesgd_proof_rdp(order, sigma1, steps, N, C1, C2, G_prime):
     """RDP at ``order`` implied by DiceSGD's proof: 16 α T (C1² + 2 min{C2², G′²}) / (σ1² N²).
 
-    Valid only where its Lemma A.11 (MTZ 2019 Thm 11: p ≤ 1/5, σ large, α small) applies.
+    Valid only where its Lemma A.11 (MTZ 2019 Thm 11: p ≤ 1/5, σ large, α small) applies,
+    and — like Thm 3.8 — it misses the 2·C2 per-step sensitivity of the error feedback:
+    the proof's bound, not a guarantee.
     """
     a = np.asarray(order, dtype=float)
+    if a.size == 0 or not bool(np.all(np.isfinite(a) & (a > 1))):
+        raise ValueError(f"order must be finite and > 1 everywhere, got {order!r}")
+    sigma1 = check_positive(sigma1, "sigma1")
+    steps = check_int(steps, "steps", minimum=1)
+    N = check_int(N, "N", minimum=1)
     return 16 * a * steps * _dicesgd_gbar(C1, C2, G_prime) / (sigma1 * sigma1 * N * N)
 
 
@@ -505,5 +546,5 @@ def dicesgd_proof_epsilon(sigma1, steps, N, C1, C2, G_prime, delta) -> float:
     ε = a + 2√(a log(1/δ)), a = 16 T Ḡ/(σ1² N²) (at α − 1 = √(log(1/δ)/a)).
     """
     delta = check_open_unit(delta, "delta")
-    a = float(dicesgd_proof_rdp(1.0, sigma1, steps, N, C1, C2, G_prime))
+    a = float(dicesgd_proof_rdp(2.0, sigma1, steps, N, C1, C2, G_prime)) / 2.0  # the RDP is linear in α
     return a + 2 * math.sqrt(a * math.log(1 / delta))

@@ -22,8 +22,9 @@ DiceSGD Alg. 1)                                     + Gaussian
 (Andrew et al. 2021)
 ======================================  ==========  ============================  =========  ===============
 """
-from .adaptive_clipping import dp_sgd_adaptive_clipping
-from .dice_sgd import DiceSGDResult, automatic_dice_sgd, dice_sgd
+from .adaptive_clipping import AdaptiveClippingResult, dp_sgd_adaptive_clipping
+from .dice_sgd import (DiceSGDResult, automatic_dice_sgd, dice_sgd, dicesgd_effective_noise_multiplier,
+                       dicesgd_noise_multiplier, dicesgd_sensitivity)
 from .dp_gd import LDPResult, dp_gd, dp_gd_ldp
 from .dp_sgd import dp_sgd
 from .gradient_perturbation import dp_sgd_gradient_perturbation, gradient_noise_std
@@ -40,4 +41,6 @@ __all__ = [
     "make_generator", "sweep_grid", "as_oracle", "GLPOracle", "CallableOracle",
     "SGD", "Adam", "project_l2_ball", "project_interval",
     "uas_bound", "output_noise_std", "gradient_noise_std", "clipped_gradient_norms",
+    "AdaptiveClippingResult", "dicesgd_sensitivity", "dicesgd_effective_noise_multiplier",
+    "dicesgd_noise_multiplier",
 ]

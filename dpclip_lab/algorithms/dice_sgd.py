@@ -14,14 +14,32 @@ can cancel the clipped mean.
 
 Privacy
 -------
-``e_t`` is a hidden state fed by unclipped gradients, so DiceSGD is *not* the
-plain subsampled Gaussian mechanism. Its Thm 3.8 (A.4) gives a closed form:
-(ε, δ)-DP when ``σ1² ≥ 32 T (C1² + 2 min{C2², G'²}) log(1/δ) / (N² ε²)``.
-:meth:`DiceSGDResult.dp_event` returns ``EpsilonDeltaEvent(ε(δ), δ)`` from that
-formula (with ``min{C2², G'²} ≤ C2²``, sound without knowing G') — a δ is
-required. The formula is the paper's claim, not re-derived here; note it does
-not depend on the sampling rate and assumes the paper's bounded-gradient
-assumptions (3.5, 3.6) and ``C1 ≤ C2 < C/B`` there.
+``e_t`` is a hidden state fed by *unclipped* gradients of *every* example seen
+so far, so DiceSGD is not the plain subsampled Gaussian mechanism, and its Thm 3.8
+(A.4) closed form — σ1² ≥ 32 T (C1² + 2 min{C2², G'²}) log(1/δ) / (N² ε²), which
+does not depend on the gradient size — **does not hold in the worst case**. The
+released iterates reveal ``v_t + w_t`` each step, and given the past releases one
+example can move ``v_t`` by up to
+
+    Δ = C1/B + 2·C2      (add/remove; 2·C1/B + 2·C2 under replace-one)
+
+(:func:`dicesgd_sensitivity`): its clipped gradient in the batch term, and —
+whether or not it is in the batch — the error feedback term, because
+``clip(e_t, C2)`` and ``clip(e'_t, C2)`` lie anywhere in the ball of radius C2
+(one example with a large gradient saturates ``clip(e, C2)`` every step; it is not
+divided by N). No subsampling amplification applies, since ``e_t`` depends on
+examples outside the batch. Exact counterexample: linear loss (gradients do not
+depend on θ), full batch, one example's gradient ``G·u`` against ``0``, N = B = 100,
+T = 100, C1 = C2 = 1, z = 100, G = 500: Thm 3.8 claims ε = 3.32 at δ = 1e-5; the
+released iterates' exact ε is about 92.5.
+
+So the lab accounts DiceSGD as what it provably is: T adaptive Gaussian mechanisms
+with noise multiplier ``z_eff = σ1 / Δ`` (:func:`dicesgd_effective_noise_multiplier`),
+composed by the tight accountants (:meth:`DiceSGDResult.dp_event`,
+:meth:`DiceSGDResult.epsilon`). :func:`dicesgd_noise_multiplier` gives the z a
+target (ε, δ) really needs. Thm 3.8's number stays available under a name that
+says what it is, :meth:`DiceSGDResult.paper_claimed_epsilon` — the paper's claim,
+never a guarantee.
 
 References
 ----------
@@ -33,7 +51,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._validation import check_open_unit
+import torch
+
+from .._validation import as_clip_norm, check_int, check_nonnegative, check_open_unit
 from ..accountants.paper_bounds import dicesgd_thm38_epsilon
 from ..privatizers import ErrorFeedbackPrivatizer
 from ..sampling import events as _ev
@@ -41,48 +61,147 @@ from ..sampling import make_sampler
 from .dp_sgd import check_n
 from .loop import DPResult, finish, run
 
-__all__ = ["dice_sgd", "automatic_dice_sgd", "DiceSGDResult"]
+__all__ = ["dice_sgd", "automatic_dice_sgd", "DiceSGDResult", "dicesgd_sensitivity",
+           "dicesgd_effective_noise_multiplier", "dicesgd_noise_multiplier", "RELATIONS"]
+
+RELATIONS = ("add_remove", "replace_one")
+
+
+def _relation(relation) -> str:
+    if relation not in RELATIONS:
+        raise ValueError(f"relation must be one of {RELATIONS}, got {relation!r}")
+    return relation
+
+
+def _clip_norms(clip_norm, feedback_clip_norm):
+    """C1, C2 as float64 tensors of one broadcast shape, checked positive and C1 ≤ C2."""
+    like = torch.zeros((), dtype=torch.float64)
+    C1 = as_clip_norm(clip_norm, like, "clip_norm").reshape(-1)
+    C2 = as_clip_norm(feedback_clip_norm, like, "feedback_clip_norm").reshape(-1)
+    return torch.broadcast_tensors(C1, C2)
+
+
+def dicesgd_sensitivity(clip_norm, feedback_clip_norm, batch_size, relation="add_remove"):
+    """ℓ2 sensitivity of DiceSGD's direction ``v_t = (1/B) Σ clip(g_i, C1) + clip(e_t, C2)``.
+
+    Given the released past, one example changes the batch term by at most
+    ``C1/B`` (add/remove; ``2 C1/B`` replace-one) and the error-feedback term by at
+    most ``2 C2`` (both ``clip(e, C2)`` lie in the ball of radius C2, and ``e_t``
+    carries the example's unclipped gradients from every earlier step, in the
+    batch or not). See the module docstring for why the paper's Thm 3.8 misses
+    the ``2 C2`` term.
+
+    Parameters
+    ----------
+    clip_norm, feedback_clip_norm : float or Tensor[R]
+        C1 and C2 (> 0).
+    batch_size : int
+        B, the (expected) batch size that divides the clipped sum.
+    relation : {"add_remove", "replace_one"}
+
+    Returns
+    -------
+    float (the largest over runs when the norms are tensors).
+    """
+    C1, C2 = _clip_norms(clip_norm, feedback_clip_norm)
+    B = check_int(batch_size, "batch_size", minimum=1)
+    k = 1.0 if _relation(relation) == "add_remove" else 2.0
+    return float((k * C1 / B + 2.0 * C2).max())
+
+
+def dicesgd_effective_noise_multiplier(noise_multiplier, clip_norm, feedback_clip_norm, batch_size,
+                                       relation="add_remove") -> float:
+    """``z_eff = σ1 / Δ``: DiceSGD's noise over its true per-step sensitivity.
+
+    ``σ1 = z C1 / B`` is the std of ``w_t`` on the averaged direction (the lab's
+    convention, ``dpclip_lab.noise.noise_multiplier_to_dice_sigma``) and ``Δ`` is
+    :func:`dicesgd_sensitivity`; for add/remove ``z_eff = z / (1 + 2 B C2 / C1)``.
+    With tensors of clip norms (a sweep) the smallest over runs (the least
+    private run) is returned. T steps of DiceSGD are
+    ``SelfComposedEvent(GaussianEvent(z_eff), T)``.
+    """
+    z = check_nonnegative(noise_multiplier, "noise_multiplier")
+    C1, C2 = _clip_norms(clip_norm, feedback_clip_norm)
+    B = check_int(batch_size, "batch_size", minimum=1)
+    k = 1.0 if _relation(relation) == "add_remove" else 2.0
+    return float((z * C1 / B / (k * C1 / B + 2.0 * C2)).min())
+
+
+def dicesgd_noise_multiplier(target_epsilon, delta, steps, clip_norm, feedback_clip_norm, batch_size,
+                             accountant="rdp", relation="add_remove") -> float:
+    """The noise multiplier z (``σ1 = z C1 / B``) that makes T steps of DiceSGD (ε, δ)-DP.
+
+    Calibrates ``z_eff`` for T composed Gaussian mechanisms with the lab's
+    accountants (:func:`dpclip_lab.accountants.get_noise_multiplier` at
+    ``sample_rate=1``; ``"pld"`` is tight) and returns ``z = z_eff · Δ · B / C1``.
+    Compare with DP-SGD's z at the same (ε, δ): DiceSGD's is larger by about
+    ``1 + 2 B C2 / C1`` before DP-SGD's subsampling amplification is counted.
+    """
+    from ..accountants.calibration import get_noise_multiplier  # lazy: accountants import the lab
+    T = check_int(steps, "steps", minimum=1)
+    C1, C2 = _clip_norms(clip_norm, feedback_clip_norm)
+    B = check_int(batch_size, "batch_size", minimum=1)
+    k = 1.0 if _relation(relation) == "add_remove" else 2.0
+    z_eff = get_noise_multiplier(target_epsilon=target_epsilon, target_delta=delta, sample_rate=1.0, steps=T,
+                                 accountant=accountant)
+    return float((z_eff * (k * C1 / B + 2.0 * C2) * B / C1).max())
 
 
 @dataclass(repr=False)
 class DiceSGDResult(DPResult):
-    """Result of DiceSGD; ``feedback_clip_norm`` is C2."""
+    """Result of DiceSGD; ``feedback_clip_norm`` is C2.
+
+    Privacy: :meth:`dp_event` / :meth:`epsilon` account T Gaussian mechanisms of
+    sensitivity ``C1/B + 2 C2`` (see the module docstring); the paper's Thm 3.8
+    value is :meth:`paper_claimed_epsilon`, not a guarantee.
+    """
 
     feedback_clip_norm: object = None
     delta: float | None = None
 
-    def epsilon(self, delta: float | None = None) -> float:
-        """ε of DiceSGD Thm 3.8 at ``delta`` (``σ1 = z C1 / B``; max over runs for sweeps)."""
-        d = self.delta if delta is None else delta
-        if d is None:
-            raise ValueError("delta is required for DiceSGD's closed-form epsilon (Thm 3.8)")
-        d = check_open_unit(d, "delta")
-        import torch
-        C1 = torch.as_tensor(self.clip_norm, dtype=torch.float64).reshape(-1)
-        C2 = torch.as_tensor(self.feedback_clip_norm, dtype=torch.float64).reshape(-1)
-        C1, C2 = torch.broadcast_tensors(C1, C2)
-        eps = [dicesgd_thm38_epsilon(self.noise_multiplier * float(c1) / self.batch_size, float(c1), float(c2),
-                                     None, self.steps, self.n, d) for c1, c2 in zip(C1, C2)]
-        return max(eps)
+    def effective_noise_multiplier(self, relation: str = "add_remove") -> float:
+        """``z_eff = σ1 / Δ`` (:func:`dicesgd_effective_noise_multiplier`; the least private run of a sweep)."""
+        return dicesgd_effective_noise_multiplier(self.noise_multiplier, self.clip_norm, self.feedback_clip_norm,
+                                                  self.batch_size, relation)
 
-    def dp_event(self, delta: float | None = None):
-        """``EpsilonDeltaEvent(ε, δ)`` from DiceSGD Thm 3.8 (see module docstring).
+    def dp_event(self, relation: str = "add_remove"):
+        """``SelfComposedEvent(GaussianEvent(z_eff), T)``: a valid event for the released iterates.
 
-        DiceSGD's hidden error state makes the subsampled-Gaussian events of
-        DP-SGD unsound for it; no sampled event is returned. ``delta`` (or the
-        ``delta`` given to :func:`dice_sgd`) is required.
+        No subsampling amplification (the error state carries examples outside
+        the batch). ``relation="replace_one"`` uses sensitivity ``2 C1/B + 2 C2``.
         """
         A = _ev()  # accountant events
+        if self.steps == 0:
+            return A.NoOpEvent()
         if self.noise_multiplier == 0:
             return A.NonPrivateEvent()
-        if delta is None and self.delta is None:
-            raise NotImplementedError(
-                "DiceSGD is not a subsampled Gaussian mechanism (its error state e_t carries unclipped "
-                "gradients); its privacy is the closed form of Zhang et al. (2024) Thm 3.8: "
-                "sigma1^2 >= 32 T (C1^2 + 2 min{C2^2, G'^2}) log(1/delta) / (N^2 eps^2). "
-                "Call dp_event(delta=...) (or pass delta= to dice_sgd) to get EpsilonDeltaEvent(eps, delta).")
+        return A.SelfComposedEvent(A.GaussianEvent(self.effective_noise_multiplier(relation)), self.steps)
+
+    def epsilon(self, delta: float | None = None, accountant: str = "rdp", relation: str = "add_remove") -> float:
+        """A valid ε at ``delta`` (default: the ``delta`` given to :func:`dice_sgd`) from :meth:`dp_event`."""
+        from ..accountants.calibration import make_accountant  # lazy: accountants import the lab
         d = self.delta if delta is None else delta
-        return A.EpsilonDeltaEvent(self.epsilon(d), d)
+        if d is None:
+            raise ValueError("delta is required (pass delta= here or to dice_sgd)")
+        d = check_open_unit(d, "delta")
+        return make_accountant(accountant).compose(self.dp_event(relation)).get_epsilon(d)
+
+    def paper_claimed_epsilon(self, delta: float | None = None) -> float:
+        """Zhang et al. (2024) Thm 3.8's ε at ``delta`` — the paper's CLAIM, not a guarantee.
+
+        ``ε = √(32 T (C1² + 2 C2²) log(1/δ)) / (N σ1)`` with ``σ1 = z C1 / B``
+        (:func:`dpclip_lab.accountants.paper_bounds.dicesgd_thm38_epsilon`; the
+        smallest over the runs of a sweep). It does not depend on the gradient
+        size and can be far below the true ε (module docstring); use
+        :meth:`epsilon` for a number a proof supports.
+        """
+        d = self.delta if delta is None else delta
+        if d is None:
+            raise ValueError("delta is required (pass delta= here or to dice_sgd)")
+        d = check_open_unit(d, "delta")
+        C1, C2 = _clip_norms(self.clip_norm, self.feedback_clip_norm)
+        return min(dicesgd_thm38_epsilon(self.noise_multiplier * float(c1) / self.batch_size, float(c1), float(c2),
+                                         None, self.steps, self.n, d) for c1, c2 in zip(C1, C2))
 
 
 def dice_sgd(grad_fn, theta0, *, n, steps, lr, clip_norm, feedback_clip_norm, noise_multiplier,

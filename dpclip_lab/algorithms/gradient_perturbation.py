@@ -62,7 +62,8 @@ def gradient_noise_std(*, epsilon, delta, steps, n, gradient_bound, grid: int = 
 
 
 def dp_sgd_gradient_perturbation(grad_fn, theta0, *, n, steps, lr, epsilon, delta, radius, holder=None,
-                                 seed=None, keep_iterates=True, progress=None) -> DPResult:
+                                 feature_bound=None, label_bound=None, seed=None, keep_iterates=True,
+                                 progress=None) -> DPResult:
     """DP-SGD-Gradient (Wang, Lei, Ying, Zhang, Alg. 2; Thm 11, Remark 4).
 
     Parameters
@@ -77,7 +78,11 @@ def dp_sgd_gradient_perturbation(grad_fn, theta0, *, n, steps, lr, epsilon, delt
     radius : float
         R of ``W = B(0, R)`` (Alg. 2 needs a bounded domain; Remark 5).
     holder : tuple (alpha, L, M), optional
-        Default: from a GLProblem.
+        Hölder constants over the data domain. Default: from a GLProblem and the
+        stated ``feature_bound`` / ``label_bound`` (:meth:`dpclip_lab.GLProblem.holder`);
+        G — and so the noise — must not be read from the private rows.
+    feature_bound, label_bound : float, optional
+        Stated bounds on ``||x||`` (and ``|y|`` for regression) over the data domain.
     seed : int, optional
 
     Returns
@@ -88,7 +93,7 @@ def dp_sgd_gradient_perturbation(grad_fn, theta0, *, n, steps, lr, epsilon, delt
     """
     n = check_n(n, grad_fn)
     R = check_positive(radius, "radius")
-    a, L, M, _ = holder_constants(grad_fn, holder, R)
+    a, L, M, _ = holder_constants(grad_fn, holder, R, feature_bound=feature_bound, label_bound=label_bound)
     G = M + L * R ** a
     sigma, beta = gradient_noise_std(epsilon=epsilon, delta=delta, steps=steps, n=n, gradient_bound=G)
     res = dp_sgd(grad_fn, theta0, n=n, steps=steps, lr=lr, clip_norm=G, noise_multiplier=sigma / G,

@@ -17,8 +17,16 @@ Notes on the paper's text
   diameter ``2R``; Thm 7's Δ̃ can exceed that for moderate T η (e.g. 54 vs 2),
   so the lab uses ``min(Δ̃_SGD, 2R)`` (sound, never larger) and keeps the
   paper's value in ``extra["sensitivity_thm7"]``.
-* The Hölder constants (α, L, M) are those of ``w ↦ ℓ(w; z)``; for a
-  ``GLProblem`` they come from :meth:`GLProblem.holder`.
+* The Hölder constants (α, L, M) are those of ``w ↦ ℓ(w; z)`` over the whole
+  data *domain*: for a ``GLProblem`` they come from :meth:`GLProblem.holder`
+  with a stated ``feature_bound`` (and ``label_bound`` for regression), never
+  from the private rows' norms.
+* Noise: Alg. 1 uses the classic Gaussian mechanism (Lemma 2,
+  ``σ = √(2 log(1.25/δ')) Δ / ε`` at ``δ' = δ/2``), which is proved only for
+  ε < 1 (at ε = 10 it certifies only about 10.4). The lab calibrates with the
+  analytic Gaussian mechanism of Balle & Wang (2018) at ``δ/2`` — exact, valid
+  for every ε, and never noisier than the classic σ — and records the classic
+  σ in ``extra["noise_std_classic"]`` (None where it is not valid, ε ≥ 1).
 
 :func:`uas_bound` computes ``C_α`` (eq. (2), Lemma 20) and delegates Thm 7's
 closed form to ``dpclip_lab.accountants.paper_bounds.wang_delta_sgd``.
@@ -31,6 +39,7 @@ from dataclasses import dataclass
 import torch
 
 from .._validation import check_int, check_nonnegative, check_open_unit, check_positive
+from ..accountants.gaussian import analytic_gaussian_sigma, classic_gaussian_sigma
 from ..privatizers import GaussianPrivatizer
 from ..sampling import events as _ev
 from ..sampling import make_sampler
@@ -40,7 +49,7 @@ from .oracles import GLPOracle, as_oracle
 from .updates import project_l2_ball
 
 __all__ = ["dp_sgd_output_perturbation", "uas_bound", "output_noise_std", "holder_constants",
-           "OutputPerturbationResult"]
+           "OutputPerturbationResult", "CALIBRATIONS"]
 
 
 def _check_alpha(alpha) -> float:
@@ -103,24 +112,47 @@ def uas_bound(*, alpha, holder_constant, grad_at_zero, lr, steps, n, gamma, radi
     return wang_delta_sgd(steps=T, n=n, eta=eta, alpha=a, L=L, M=M, gamma=g, R=radius, C_alpha=C_a)
 
 
-def output_noise_std(sensitivity, epsilon, delta) -> float:
-    """``σ = √(2 log(2.5/δ)) Δ / ε``: Lemma 2 at ``δ/2`` (Wang et al. Alg. 1 line 12, proof of Thm 8)."""
-    return (math.sqrt(2 * math.log(2.5 / check_open_unit(delta, "delta"))) * check_nonnegative(sensitivity, "sensitivity")
-            / check_positive(epsilon, "epsilon"))
+CALIBRATIONS = ("analytic", "classic")
 
 
-def holder_constants(grad_fn, holder=None, radius=None):
-    """(α, L, M) from an explicit tuple or a GLProblem's :meth:`holder`; plus ``sup ℓ(0; z)`` if known."""
+def output_noise_std(sensitivity, epsilon, delta, calibration="analytic") -> float:
+    """Noise std for Alg. 1's output: a Gaussian mechanism at ``δ/2`` (the other δ/2 is Thm 7's failure).
+
+    ``calibration="analytic"`` (default): the smallest σ that makes the Gaussian
+    mechanism (ε, δ/2)-DP (Balle & Wang 2018, Thm 8; valid for every ε > 0).
+    ``"classic"``: Wang et al. Lemma 2 / Alg. 1 line 12, ``σ = √(2 log(2.5/δ)) Δ / ε``
+    (Dwork & Roth Thm A.1 at δ/2) — proved only for ε < 1, so larger ε raises.
+    Sensitivity 0 gives σ = 0.
+    """
+    D = check_nonnegative(sensitivity, "sensitivity")
+    eps = check_positive(epsilon, "epsilon")
+    d = check_open_unit(delta, "delta")
+    if calibration not in CALIBRATIONS:
+        raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
+    if D == 0:
+        return 0.0
+    if calibration == "classic":
+        return classic_gaussian_sigma(eps, d / 2, D)
+    return analytic_gaussian_sigma(eps, d / 2, D)
+
+
+def holder_constants(grad_fn, holder=None, radius=None, *, feature_bound=None, label_bound=None):
+    """(α, L, M) from an explicit tuple or a GLProblem's domain bounds; plus ``sup ℓ(0; z)`` if known.
+
+    For a GLProblem without ``holder``, ``feature_bound`` (and ``label_bound`` for
+    regression losses) is required: :meth:`dpclip_lab.GLProblem.holder`.
+    """
     oracle = as_oracle(grad_fn)
     s0 = None
-    if isinstance(oracle, GLPOracle):
-        zero = torch.zeros_like(oracle.y)
-        s0 = float(oracle.loss.value(zero, oracle.y).max())
+    is_glp = isinstance(oracle, GLPOracle) and hasattr(oracle.problem, "holder")
+    if is_glp and (feature_bound is not None or holder is None):
+        oracle.problem.check_domain(feature_bound, label_bound)
+        s0 = oracle.problem.sup_loss_at_zero(label_bound=label_bound)
     if holder is not None:
         a, L, M = holder
         return _check_alpha(a), check_positive(L, "holder L"), check_nonnegative(M, "holder M"), s0
-    if isinstance(oracle, GLPOracle) and hasattr(oracle.problem, "holder"):
-        a, L, M = oracle.problem.holder(radius)
+    if is_glp:
+        a, L, M = oracle.problem.holder(radius, feature_bound=feature_bound, label_bound=label_bound)
         if not math.isfinite(L):
             raise ValueError(f"the loss {oracle.loss!r} has no finite Hölder constant; pass holder=(alpha, L, M)")
         return a, L, M, s0
@@ -141,8 +173,9 @@ class OutputPerturbationResult(DPResult):
 
 
 def dp_sgd_output_perturbation(grad_fn, theta0, *, n, steps, lr, epsilon, delta, radius=None,
-                               holder=None, sup_loss_at_zero=None, seed=None,
-                               keep_iterates=True, progress=None) -> OutputPerturbationResult:
+                               holder=None, feature_bound=None, label_bound=None, sup_loss_at_zero=None,
+                               calibration="analytic", seed=None, keep_iterates=True,
+                               progress=None) -> OutputPerturbationResult:
     """DP-SGD-Output (Wang, Lei, Ying, Zhang, Alg. 1; Thm 7–8).
 
     Parameters
@@ -157,28 +190,38 @@ def dp_sgd_output_perturbation(grad_fn, theta0, *, n, steps, lr, epsilon, delta,
     radius : float, optional
         R for ``W = B(0, R)`` (uses Δ̃_SGD and projects); None for ``W = ℝ^d`` (Δ_SGD).
     holder : tuple (alpha, L, M), optional
-        Hölder constants of ``w ↦ ℓ(w; z)``; default from a GLProblem.
+        Hölder constants of ``w ↦ ℓ(w; z)`` over the data domain. Default: from a
+        GLProblem and the stated ``feature_bound`` / ``label_bound``.
+    feature_bound : float, optional
+        A stated bound on ``||x||`` over the data domain (required for a GLProblem
+        without ``holder``; the rows are checked against it). The lab's unit-norm
+        data sets have ``feature_bound=1.0``.
+    label_bound : float, optional
+        A stated bound on ``|y|`` (regression losses only).
     sup_loss_at_zero : float, optional
-        ``sup_z ℓ(0; z)`` for the unbounded case (default from a GLProblem).
+        ``sup_z ℓ(0; z)`` for the unbounded case (default from a GLProblem's label domain).
+    calibration : {"analytic", "classic"}
+        Noise calibration (:func:`output_noise_std`); "classic" is the paper's and needs ε < 1.
     seed : int, optional
 
     Returns
     -------
     OutputPerturbationResult: ``theta = (1/T) Σ_{t=1}^T w_t + b``,
-    ``extra["sensitivity"]`` (Δ), ``extra["noise_std"]`` (σ); ``dp_event()`` is
-    ``EpsilonDeltaEvent(ε, δ)``.
+    ``extra["sensitivity"]`` (Δ), ``extra["noise_std"]`` (σ), ``extra["noise_std_classic"]``
+    (Lemma 2's σ, None for ε ≥ 1); ``dp_event()`` is ``EpsilonDeltaEvent(ε, δ)``.
     """
     n = check_n(n, grad_fn)
     eps = check_positive(epsilon, "epsilon")
     d = check_open_unit(delta, "delta")
-    a, L, M, s0 = holder_constants(grad_fn, holder, radius)
+    a, L, M, s0 = holder_constants(grad_fn, holder, radius, feature_bound=feature_bound, label_bound=label_bound)
     s0 = s0 if sup_loss_at_zero is None else sup_loss_at_zero
     delta_sgd = uas_bound(alpha=a, holder_constant=L, grad_at_zero=M, lr=lr, steps=steps, n=n, gamma=d / 2,
                           radius=radius, sup_loss_at_zero=s0)
     paper_delta = delta_sgd
     if radius is not None:  # averages lie in B(0, R): no two differ by more than the diameter
         delta_sgd = min(delta_sgd, 2.0 * float(radius))
-    sigma = output_noise_std(delta_sgd, eps, d)
+    sigma = output_noise_std(delta_sgd, eps, d, calibration)
+    sigma_classic = output_noise_std(delta_sgd, eps, d, "classic") if eps < 1 else None
     sampler = make_sampler("with_replacement", n, 1)
     privatizer = GaussianPrivatizer(None, 0.0)
     project = None if radius is None else project_l2_ball(radius)
@@ -193,7 +236,8 @@ def dp_sgd_output_perturbation(grad_fn, theta0, *, n, steps, lr, epsilon, delta,
                   algorithm="DP-SGD-Output (Wang et al. Alg. 1)", sampling="with_replacement",
                   sample_rate=1.0 / n, noise_multiplier=0.0, steps=steps, batch_size=1, n=n, clip_norm=None,
                   epsilon=eps, delta=d,
-                  extra={"sensitivity": delta_sgd, "sensitivity_thm7": paper_delta, "noise_std": sigma, "holder": (a, L, M),
+                  extra={"sensitivity": delta_sgd, "sensitivity_thm7": paper_delta, "noise_std": sigma, "noise_std_classic": sigma_classic,
+                         "calibration": calibration, "holder": (a, L, M),
                          "radius": radius, "nonprivate_average": w_bar if (theta0.dim() == 2 or traj.runs > 1) else w_bar[0]})
     res.release = "noisy average"
     return res
