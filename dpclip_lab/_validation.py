@@ -19,6 +19,9 @@ __all__ = [
     "check_int",
     "check_finite_tensor",
     "as_clip_norm",
+    "check_in_dtype",
+    "check_noise_std",
+    "float_dtype_of",
 ]
 
 
@@ -67,7 +70,13 @@ def check_open_unit(value, name: str) -> float:
 
 def check_int(value, name: str, *, minimum: int = 0) -> int:
     """Return ``int(value)`` if it is an integer >= ``minimum``."""
-    if isinstance(value, bool) or not float(value).is_integer():
+    if isinstance(value, (bool, str, bytes)):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    try:
+        integral = float(value).is_integer()
+    except (TypeError, ValueError, OverflowError):
+        integral = False
+    if not integral:
         raise TypeError(f"{name} must be an integer, got {value!r}")
     v = int(value)
     if v < minimum:
@@ -89,17 +98,83 @@ def check_finite_tensor(t: torch.Tensor, name: str, *, hint: str = "") -> torch.
     return t
 
 
+def float_dtype_of(like: torch.Tensor) -> torch.dtype:
+    """``like``'s dtype if it is a floating-point tensor, else torch's default float dtype.
+
+    Integer (and bool) tensors are computed on in floating point: casting a clip norm
+    0.5 to int64 would silently make it 0.
+    """
+    return like.dtype if like.is_floating_point() else torch.get_default_dtype()
+
+
+def _dtype_range(dtype: torch.dtype) -> str:
+    fi = torch.finfo(dtype)
+    return f"[{fi.tiny:.3g}, {fi.max:.3g}]"
+
+
+def check_in_dtype(value, like: torch.Tensor, name: str, *, allow_zero: bool = False) -> torch.Tensor:
+    """``value`` (a float or tensor) cast to ``like``'s float dtype and device, checked *after* the cast.
+
+    A Python float can be valid and still become 0 or inf in float32 (``1e-50``,
+    ``1e50``); this raises ``ValueError`` naming ``name`` and the representable range
+    instead of letting the cast produce a silent zero or a NaN later. Values must be
+    finite and > 0 (or >= 0 with ``allow_zero``) both before and after the cast.
+    """
+    dtype = float_dtype_of(like)
+    if isinstance(value, torch.Tensor):
+        if value.is_complex() or value.dtype == torch.bool:
+            raise TypeError(f"{name} must be a real tensor, got dtype {value.dtype}")
+        raw = value.detach().to(torch.float64) if value.is_floating_point() else value.detach().double()
+    else:
+        v = check_nonnegative(value, name) if allow_zero else check_positive(value, name)
+        raw = torch.tensor(v, dtype=torch.float64)
+    low = "[0, inf)" if allow_zero else "(0, inf)"
+    ok_raw = torch.isfinite(raw) & ((raw >= 0) if allow_zero else (raw > 0))
+    if not bool(ok_raw.all()):
+        bad = raw[~ok_raw].flatten()[0].item()
+        raise ValueError(f"{name} must lie in {low} everywhere, got {bad!r}")
+    c = (value.to(device=like.device, dtype=dtype) if isinstance(value, torch.Tensor)
+         else torch.tensor(float(raw), device=like.device, dtype=dtype))
+    ok = torch.isfinite(c) & ((c >= 0) if allow_zero else (c > 0))
+    if allow_zero:  # a positive value must not round to 0
+        ok = ok & ((c > 0) | (raw.to(c.device) == 0))
+    if not bool(ok.all()):
+        i = int((~ok).flatten().nonzero()[0])
+        before = raw.flatten()[i].item()
+        after = c.flatten()[i].item()
+        raise ValueError(f"{name}={before!r} is not representable in {dtype} (it becomes {after!r}); "
+                         f"{name} must lie in {_dtype_range(dtype)} for {dtype} tensors "
+                         f"(or compute in float64)")
+    return c
+
+
 def as_clip_norm(clip_norm, like: torch.Tensor, name: str = "clip_norm") -> torch.Tensor:
     """Validate a clip norm (a positive float or a tensor of positive floats).
 
-    Returns a tensor on ``like``'s device and dtype. ``inf`` and NaN are refused:
-    "no clipping" is a large finite norm (anything up to 1e30 is exact).
+    Returns a tensor on ``like``'s device and float dtype (the default float dtype for
+    integer ``like``). ``inf`` and NaN are refused: "no clipping" is a large finite
+    norm. The check is made *after* the cast to the dtype (see :func:`check_in_dtype`):
+    ``1e-50`` or ``1e50`` with a float32 tensor raise instead of becoming 0 or inf.
     """
-    if isinstance(clip_norm, torch.Tensor):
-        c = clip_norm.to(device=like.device, dtype=like.dtype)
-        ok = torch.isfinite(c) & (c > 0)
-        if not bool(ok.all()):
-            bad = c[~ok].flatten()[0].item()
-            raise ValueError(f"{name} must lie in (0, inf) everywhere, got {bad!r}")
-        return c
-    return torch.tensor(check_positive(clip_norm, name), device=like.device, dtype=like.dtype)
+    return check_in_dtype(clip_norm, like, name)
+
+
+def check_noise_std(noise_multiplier, clip_norm: torch.Tensor, name: str = "noise_multiplier") -> float:
+    """Check that the noise std ``z · C`` is finite (and non-zero for z > 0) in ``clip_norm``'s dtype.
+
+    ``clip_norm`` is the tensor :func:`as_clip_norm` returned. ``z = 1e50`` with a
+    float32 clip norm would make every noise draw inf (a NaN model, blamed later on
+    the learning rate); a z so small that ``z · C`` rounds to 0 would silently drop the
+    noise. Returns ``float(z)``.
+    """
+    z = check_nonnegative(noise_multiplier, name)
+    if z == 0:
+        return z
+    std = z * clip_norm
+    ok = torch.isfinite(std) & (std > 0)
+    if not bool(ok.all()):
+        c = clip_norm.expand(std.shape)[~ok].flatten()[0].item() if clip_norm.dim() else clip_norm.item()
+        raise ValueError(f"{name}={noise_multiplier!r} times clip_norm={c!r} gives a noise std that is "
+                         f"{std[~ok].flatten()[0].item()!r} in {clip_norm.dtype}; the product must lie in "
+                         f"{_dtype_range(clip_norm.dtype)} (or compute in float64)")
+    return z

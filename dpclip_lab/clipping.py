@@ -10,22 +10,66 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import math
+from numbers import Integral
+
 import torch
 
-from ._validation import as_clip_norm, check_finite_tensor, check_int
+from ._validation import as_clip_norm, check_finite_tensor, check_int, float_dtype_of
 
 __all__ = ["clip", "clip_factor", "clip_per_block", "safe_norm", "clipped_fraction"]
+
+
+def _as_vectors(g, name: str = "g") -> torch.Tensor:
+    """``g`` as a floating-point tensor with a non-empty last (vector) dimension.
+
+    Integer and bool tensors are promoted to the default float dtype (computing on
+    them in their own dtype would truncate the clip norm: 0.5 -> 0).
+    """
+    if not isinstance(g, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(g).__name__}")
+    if g.is_complex():
+        raise TypeError(f"{name} must be a real tensor, got dtype {g.dtype}")
+    if g.dim() == 0:
+        raise ValueError(f"{name} must have at least one dimension (the vector dimension), got a scalar")
+    if g.shape[-1] == 0:
+        raise ValueError(f"{name} has an empty last dimension (shape {tuple(g.shape)}): each vector "
+                         "needs at least one coordinate")
+    return g if g.is_floating_point() else g.to(float_dtype_of(g))
+
+
+def _scaled(g: torch.Tensor):
+    """``(u, r, s)`` with ``g = s · u``, ``s = max_j |g_j|`` (1 for zero vectors) and ``r = ‖u‖ ∈ {0} ∪ [1, √p]``.
+
+    Nothing here can overflow or underflow: ``u`` has entries in [-1, 1].
+    """
+    s = g.abs().amax(dim=-1, keepdim=True)
+    s = torch.where(s > 0, s, torch.ones_like(s))
+    u = g / s
+    return u, torch.linalg.vector_norm(u, dim=-1, keepdim=True), s
 
 
 def safe_norm(g: torch.Tensor) -> torch.Tensor:
     """ℓ2 norm along the last dimension without overflow or underflow.
 
-    Scales by the largest absolute entry first, so vectors with entries near
-    1e30 (float32) or 1e300 (float64) give a finite, correct norm.
+    Scales by the largest absolute entry first, so the result is finite and correct
+    (to a few ulp) whenever the true norm is at most the dtype's largest finite value
+    (``torch.finfo(g.dtype).max``: 3.4e38 in float32, 1.8e308 in float64) — where
+    ``torch.linalg.vector_norm`` overflows once the *squares* exceed it (float32
+    entries above ~1e19). A norm beyond the dtype's max is returned as ``inf`` (it is
+    not representable); :func:`clip` does not need the norm and clips such vectors
+    exactly. Entries that are ±inf give ``inf``; NaN entries raise ``ValueError``.
+    Integer tensors are promoted to the default float dtype.
     """
-    scale = g.abs().amax(dim=-1, keepdim=True)
-    safe = torch.where(scale > 0, scale, torch.ones_like(scale))
-    return (torch.linalg.vector_norm(g / safe, dim=-1, keepdim=True) * safe).squeeze(-1)
+    g = _as_vectors(g)
+    if bool(torch.isnan(g).any()):
+        check_finite_tensor(g, "g")
+    big = torch.isinf(g).any(-1)
+    if bool(big.any()):
+        g = torch.where(torch.isinf(g), torch.zeros_like(g), g)
+    u, r, s = _scaled(g)
+    out = (r * s).squeeze(-1)
+    return torch.where(big, torch.full_like(out, math.inf), out) if bool(big.any()) else out
 
 
 def _broadcast_clip_norm(c: torch.Tensor, lead_shape: torch.Size) -> torch.Tensor:
@@ -39,7 +83,20 @@ def _broadcast_clip_norm(c: torch.Tensor, lead_shape: torch.Size) -> torch.Tenso
 
 
 def clip_factor(norms: torch.Tensor, clip_norm) -> torch.Tensor:
-    """The scale ``min(1, C / norm)`` for given norms; exactly 1 for zero norms."""
+    """The scale ``min(1, C / norm)`` for given norms; exactly 1 for zero norms.
+
+    ``norms`` must be finite and non-negative: an ``inf`` norm (one that overflowed)
+    would give the factor 0 and silently drop its example, so it raises — compute
+    the norms with :func:`safe_norm`, or clip the vectors with :func:`clip`, which
+    is exact even when the norm exceeds the dtype's range.
+    """
+    if not isinstance(norms, torch.Tensor):
+        raise TypeError(f"norms must be a torch.Tensor, got {type(norms).__name__}")
+    norms = norms if norms.is_floating_point() else norms.to(float_dtype_of(norms))
+    check_finite_tensor(norms, "norms", hint="An overflowed norm would silently zero its example; "
+                        "use safe_norm, or clip() on the vectors themselves")
+    if bool((norms < 0).any()):
+        raise ValueError("norms must be >= 0 (they are vector norms), got a negative entry")
     c = as_clip_norm(clip_norm, norms)
     return c / torch.maximum(norms, c)
 
@@ -62,23 +119,30 @@ def clip(g: torch.Tensor, clip_norm) -> torch.Tensor:
     ``g_i * min(1, C / ||g_i||)``. Vectors inside the ball are returned
     unchanged; zero vectors stay exactly zero; the direction is never changed.
 
+    Integer tensors are promoted to the default float dtype. Vectors whose norm
+    exceeds the dtype's range (float32 entries near 3e38) are clipped exactly.
+
     Raises
     ------
     ValueError
-        If ``clip_norm`` is not in (0, inf), if ``g`` holds NaN/inf, or if the
-        shapes do not broadcast.
+        If ``clip_norm`` is not in (0, inf) — checked after the cast to ``g``'s dtype,
+        so 1e-50 or 1e50 with float32 ``g`` raise instead of becoming 0 or inf — if
+        ``g`` holds NaN/inf, if its last dimension is empty, or if the shapes do not
+        broadcast.
 
     References
     ----------
     Abadi et al. (2016), Alg. 1; Song, Thakkar, Thakurta (2021), Alg. 1 (``[·]_L``).
     """
+    g = _as_vectors(g)
     check_finite_tensor(g, "g")
-    if g.dim() == 0:
-        raise ValueError("g must have at least one dimension (the vector dimension)")
     c = as_clip_norm(clip_norm, g)
-    c = _broadcast_clip_norm(c, g.shape[:-1])
-    factor = c / torch.maximum(safe_norm(g), c)
-    return g * factor.unsqueeze(-1)
+    c = _broadcast_clip_norm(c, g.shape[:-1]).unsqueeze(-1)
+    # ‖g‖ = r·s may overflow (float32 entries near 3e38); the clipped vector C·g/‖g‖
+    # = u·(C/r) never does, so vectors whose norm is inf are still clipped exactly.
+    u, r, s = _scaled(g)
+    norm = r * s
+    return torch.where(norm > c, u * (c / torch.where(r > 0, r, torch.ones_like(r))), g)
 
 
 def clip_per_block(g: torch.Tensor, clip_norm, blocks: int | Sequence[int]) -> torch.Tensor:
@@ -99,8 +163,9 @@ def clip_per_block(g: torch.Tensor, clip_norm, blocks: int | Sequence[int]) -> t
     blocks : int or sequence of int
         Number of equal blocks, or the block sizes (summing to p).
     """
+    g = _as_vectors(g)
     p = g.shape[-1]
-    if isinstance(blocks, int):
+    if isinstance(blocks, Integral):
         k = check_int(blocks, "blocks", minimum=1)
         if p % k:
             raise ValueError(f"blocks={k} does not divide the vector length p={p}")
@@ -118,8 +183,18 @@ def clipped_fraction(g: torch.Tensor, clip_norm) -> torch.Tensor:
 
     The standard diagnostic for choosing a clipping norm (Song et al. App. D.1):
     returns a tensor of shape ``broadcast(g.shape[:-2], clip_norm)``.
+
+    Raises ``ValueError`` if ``g`` has fewer than two dimensions (``[..., batch, p]``)
+    or holds no vectors (an empty batch has no fraction clipped, not NaN).
     """
+    g = _as_vectors(g)
     check_finite_tensor(g, "g")
+    if g.dim() < 2:
+        raise ValueError(f"g must have shape [..., batch, p] (vectors along the last dimension, "
+                         f"examples along the one before), got shape {tuple(g.shape)}")
+    if g.shape[-2] == 0:
+        raise ValueError(f"g holds no vectors (batch dimension of size 0, shape {tuple(g.shape)}): "
+                         "the fraction clipped of an empty batch is undefined")
     c = as_clip_norm(clip_norm, g)
     over = safe_norm(g) > (c.unsqueeze(-1) if c.dim() else c)
     return over.to(g.dtype).mean(-1)

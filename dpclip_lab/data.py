@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ._validation import check_int, check_positive
+from ._validation import check_int, check_open_unit, check_positive
 from .glp import GLProblem, MeanEstimation
 from .losses import Huber, Logistic, Squared
 
@@ -52,8 +52,7 @@ class Dataset:
 def _split_standardize(X, y, *, test_size, seed, intercept, unit_norm, dtype, device, description):
     from sklearn.model_selection import train_test_split
 
-    if not (0 < test_size < 1):
-        raise ValueError(f"test_size must lie in (0, 1), got {test_size!r}")
+    test_size = check_open_unit(test_size, "test_size")
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=test_size, random_state=seed, stratify=y)
     mu, sd = Xtr.mean(0), Xtr.std(0)
     sd[sd == 0] = 1.0  # constant pixels in digits
@@ -66,6 +65,34 @@ def _split_standardize(X, y, *, test_size, seed, intercept, unit_norm, dtype, de
         Xtr, Xte = Xtr / scale, Xte / scale
     t = lambda a: torch.as_tensor(np.ascontiguousarray(a), dtype=dtype, device=device)  # noqa: E731
     return Dataset(t(Xtr), t(ytr), t(Xte), t(yte), description)
+
+
+def _check_float_dtype(dtype, name: str = "dtype") -> None:
+    """Features are real numbers: an integer dtype would truncate them (pixels in [0, 1] -> 0)."""
+    if dtype is None:
+        return
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"{name} must be a torch floating-point dtype (e.g. torch.float32), got {dtype!r}")
+    if not dtype.is_floating_point:
+        raise TypeError(f"{name} must be a floating-point dtype (torch.float32 or torch.float64): "
+                        f"{dtype} would truncate the features, got {dtype!r}")
+
+
+def _check_classes(classes) -> tuple[int, int]:
+    """Two distinct digits ``(a, b)`` in 0–9."""
+    try:
+        pair = tuple(classes)
+    except TypeError:
+        raise TypeError(f"classes must be a pair of distinct digits (a, b) in 0-9, got {classes!r}") from None
+    if len(pair) != 2:
+        raise ValueError(f"classes must be a pair of distinct digits (a, b) in 0-9, got {classes!r}")
+    a, b = (check_int(c, f"classes[{i}]") for i, c in enumerate(pair))
+    if not (0 <= a <= 9 and 0 <= b <= 9):
+        raise ValueError(f"classes must hold digits in 0-9, got {classes!r}")
+    if a == b:
+        raise ValueError(f"classes must be two different digits (a binary problem needs both labels), "
+                         f"got {classes!r}")
+    return a, b
 
 
 def breast_cancer(*, seed: int = 0, test_size: float = 0.25, intercept: bool = True,
@@ -85,6 +112,7 @@ def breast_cancer(*, seed: int = 0, test_size: float = 0.25, intercept: bool = T
     """
     from sklearn.datasets import load_breast_cancer
 
+    _check_float_dtype(dtype)
     d = load_breast_cancer()
     y = np.where(d.target == 1, 1.0, -1.0)  # +1 = benign
     return _split_standardize(d.data, y, test_size=test_size, seed=seed, intercept=intercept,
@@ -105,11 +133,12 @@ def digits(*, seed: int = 0, test_size: float = 0.25, classes=None, intercept: b
 
     d = load_digits()
     X, y = d.data.astype(np.float64), d.target.astype(np.int64)
+    _check_float_dtype(dtype)
     if classes is not None:
-        a, b = classes
+        a, b = _check_classes(classes)
         keep = (y == a) | (y == b)
         X, y = X[keep], np.where(y[keep] == b, 1.0, -1.0)
-    desc = "digits (scikit-learn, 8x8)" + (f", {classes[0]} vs {classes[1]}" if classes else "")
+    desc = "digits (scikit-learn, 8x8)" + (f", {a} vs {b}" if classes is not None else "")
     if images:
         from sklearn.model_selection import train_test_split
 
@@ -139,10 +168,16 @@ def read_idx(path) -> np.ndarray:
     code, ndim = data[2], data[3]
     if code not in _IDX_DTYPES:
         raise ValueError(f"{path}: unknown IDX element type 0x{code:02x}")
+    if len(data) < 4 + 4 * ndim:
+        raise ValueError(f"{path}: truncated IDX header (it announces {ndim} dimensions, i.e. "
+                         f"{4 + 4 * ndim} header bytes, but the file has {len(data)} bytes)")
     shape = struct.unpack(f">{ndim}I", data[4:4 + 4 * ndim])
+    itemsize = np.dtype(_IDX_DTYPES[code]).itemsize
+    body = len(data) - 4 - 4 * ndim
+    if body % itemsize or body // itemsize != math.prod(shape):
+        raise ValueError(f"{path}: header says shape {shape} ({math.prod(shape)} elements) but the file "
+                         f"holds {body} bytes of data ({body / itemsize:g} elements); truncated or corrupt")
     arr = np.frombuffer(data, dtype=_IDX_DTYPES[code], offset=4 + 4 * ndim)
-    if arr.size != math.prod(shape):
-        raise ValueError(f"{path}: header says shape {shape} but holds {arr.size} elements")
     return arr.reshape(shape)
 
 
@@ -162,8 +197,14 @@ def load_mnist(path=None, *, dtype=torch.float32, device=None, limit: int | None
     ``path`` defaults to the ``DPCLIP_MNIST`` environment variable. Files may
     be gzipped. Returns images ``[n, 1, 28, 28]`` in [0, 1] and integer labels.
     Raises ``FileNotFoundError`` with instructions if the files are absent — the
-    book then falls back to :func:`digits` and says so.
+    book then falls back to :func:`digits` and says so — and ``ValueError`` naming the
+    file if a file is truncated, swapped (labels where images belong) or holds labels
+    outside 0–9. ``limit`` (an int >= 1) keeps the first ``limit`` examples of each
+    split; ``dtype`` must be a floating-point dtype.
     """
+    if limit is not None:
+        limit = check_int(limit, "limit", minimum=1)
+    _check_float_dtype(dtype)
     path = path or os.environ.get("DPCLIP_MNIST")
     if path is None:
         raise FileNotFoundError("load_mnist needs path= or the DPCLIP_MNIST environment variable "
@@ -178,10 +219,22 @@ def load_mnist(path=None, *, dtype=torch.float32, device=None, limit: int | None
 
     parts = {}
     for split, prefix in (("train", "train"), ("test", "t10k")):
-        X = read_idx(find(f"{prefix}-images-idx3-ubyte"))
-        y = read_idx(find(f"{prefix}-labels-idx1-ubyte"))
+        fx, fy = find(f"{prefix}-images-idx3-ubyte"), find(f"{prefix}-labels-idx1-ubyte")
+        X, y = read_idx(fx), read_idx(fy)
+        if X.ndim != 3 or X.dtype != np.uint8:
+            raise ValueError(f"{fx}: expected MNIST images (uint8 array [n, rows, cols]), got a "
+                             f"{X.dtype} array of shape {X.shape} (are the image and label files swapped?)")
+        if y.ndim != 1 or y.dtype != np.uint8:
+            raise ValueError(f"{fy}: expected MNIST labels (uint8 array [n]), got a {y.dtype} array "
+                             f"of shape {y.shape} (are the image and label files swapped?)")
         if X.shape[0] != y.shape[0]:
-            raise ValueError(f"MNIST {split}: {X.shape[0]} images but {y.shape[0]} labels")
+            raise ValueError(f"MNIST {split}: {X.shape[0]} images in {fx.name} but {y.shape[0]} labels "
+                             f"in {fy.name}")
+        if y.size and int(y.max()) > 9:
+            bad = sorted(set(np.unique(y[y > 9]).tolist()))[:5]
+            raise ValueError(f"{fy}: MNIST labels must be digits 0-9, found {bad}")
+        if X.shape[0] == 0:
+            raise ValueError(f"{fx}: the MNIST {split} set holds no images")
         if limit is not None:
             X, y = X[:limit], y[:limit]
         parts[split] = (torch.as_tensor(X.astype(np.float32) / 255.0, dtype=dtype, device=device).unsqueeze(1),

@@ -84,6 +84,9 @@ class GLProblem:
                              f"{tuple(X.shape)}, got {tuple(y.shape)}")
         if X.shape[0] == 0:
             raise ValueError("the problem needs at least one example (n >= 1)")
+        if X.shape[1] == 0:
+            raise ValueError("X must have at least one feature column (p >= 1), got shape "
+                             f"{tuple(X.shape)}")
         if not isinstance(loss, Loss):
             raise TypeError(f"loss must be a dpclip_lab.losses.Loss, got {type(loss).__name__}")
         check_finite_tensor(X, "X")

@@ -24,7 +24,7 @@ from torch.func import functional_call, grad, vmap
 
 from ._validation import check_finite_tensor
 
-__all__ = ["per_sample_grads", "unflatten", "flat_params", "param_shapes"]
+__all__ = ["per_sample_grads", "unflatten", "flat_params", "param_shapes", "check_module_inputs"]
 
 
 def param_shapes(model: nn.Module) -> dict[str, torch.Size]:
@@ -51,6 +51,41 @@ def unflatten(model: nn.Module, flat: torch.Tensor) -> dict[str, torch.Tensor]:
     return out
 
 
+def check_module_inputs(model: nn.Module, inputs, targets) -> None:
+    """Raise a ``ValueError``/``TypeError`` naming the problem before any per-example gradient.
+
+    Checks: ``inputs`` and ``targets`` are tensors with the same, non-zero batch size;
+    no BatchNorm layer is in training mode (batch statistics couple the examples, so a
+    per-example gradient is undefined and DP's sensitivity argument fails — use
+    GroupNorm or LayerNorm, or ``model.eval()``); floating-point inputs have the
+    dtype of the model's trainable parameters.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    for name, t in (("inputs", inputs), ("targets", targets)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() == 0:
+            raise ValueError(f"{name} must have a batch dimension (first dimension = examples), got a scalar")
+    if inputs.shape[0] != targets.shape[0]:
+        raise ValueError(f"inputs and targets must have the same batch size, got "
+                         f"{inputs.shape[0]} and {targets.shape[0]}")
+    if inputs.shape[0] == 0:
+        raise ValueError("inputs holds no examples (batch size 0): per-example gradients of an empty "
+                         "batch are an empty [0, n_params] matrix; skip the call instead")
+    for name, mod in model.named_modules():
+        if isinstance(mod, nn.modules.batchnorm._BatchNorm) and mod.training:
+            raise ValueError(f"model layer {name or type(mod).__name__!r} is {type(mod).__name__} in training "
+                             "mode: its batch statistics couple the examples, so per-example gradients "
+                             "(and DP-SGD's privacy analysis) do not apply; use GroupNorm (or LayerNorm), "
+                             "or call model.eval() to use the running statistics")
+    dtypes = {v.dtype for v in model.parameters() if v.requires_grad}
+    if inputs.is_floating_point() and dtypes and inputs.dtype not in dtypes:
+        (pd,) = dtypes if len(dtypes) == 1 else (sorted(map(str, dtypes))[0],)
+        raise TypeError(f"inputs have dtype {inputs.dtype} but the model's parameters are {pd}; "
+                        f"convert one of them (e.g. model.to({inputs.dtype}) or inputs.to({pd}))")
+
+
 def per_sample_grads(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor,
                      targets: torch.Tensor) -> torch.Tensor:
     """Per-example gradients of ``loss_fn(model(x_i), y_i)`` as a ``[batch, n_params]`` matrix.
@@ -75,11 +110,14 @@ def per_sample_grads(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor,
     Raises
     ------
     ValueError
-        If inputs and targets have different batch sizes, or a gradient is NaN/inf.
+        If inputs and targets have different batch sizes, the batch is empty, the
+        model has a BatchNorm layer in training mode (it couples the examples of a
+        batch: use GroupNorm), or a gradient is NaN/inf.
+    TypeError
+        If inputs or targets are not tensors, or floating-point inputs do not have
+        the dtype of the model's parameters (float32 model, float64 data).
     """
-    if inputs.shape[0] != targets.shape[0]:
-        raise ValueError(f"inputs and targets must have the same batch size, got "
-                         f"{inputs.shape[0]} and {targets.shape[0]}")
+    check_module_inputs(model, inputs, targets)
     # Only the trainable parameters are swapped in; buffers (and frozen parameters)
     # are read from the module itself, as a normal forward would.
     params = {k: v.detach() for k, v in model.named_parameters() if v.requires_grad}

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import torch
 
-from ._validation import as_clip_norm, check_nonnegative, check_open_unit, check_positive
+from ._validation import as_clip_norm, check_noise_std, check_nonnegative, check_open_unit, check_positive
+from .clipping import safe_norm
 
 __all__ = ["clip_scale", "normalize_scale", "GaussianPrivatizer", "ErrorFeedbackPrivatizer",
            "QuantilePrivatizer", "adjusted_noise_multiplier"]
@@ -117,7 +118,11 @@ class GaussianPrivatizer:
             raise ValueError("noise_multiplier > 0 needs a clip_norm: the noise is calibrated to it")
 
     def init_state(self, runs, p, like):
-        return {"clip_norm": _per_run(self.clip_norm, runs, like, "clip_norm", allow_none=True)}
+        C = _per_run(self.clip_norm, runs, like, "clip_norm", allow_none=True)
+        if C is not None:  # z·C must be a finite, non-zero std in the run's dtype (not inf / 0 after the cast)
+            check_noise_std(self.noise_multiplier, C)
+            check_noise_std(getattr(self, "gradient_noise_multiplier", 0.0), C, "gradient_noise_multiplier")
+        return {"clip_norm": C}
 
     def noise_on_sum(self, clip_norm, batch, shape, generator, like):
         z = self.noise_multiplier
@@ -174,7 +179,7 @@ class ErrorFeedbackPrivatizer(GaussianPrivatizer):
         sums = oracle.reduce(theta, batch, _scale_fn(C1, self.normalize, self.stability), need_raw=True,
                              generator=generator)
         b = batch.normalizer
-        e_norm = torch.linalg.vector_norm(e, dim=-1, keepdim=True)  # [R, 1]
+        e_norm = safe_norm(e).unsqueeze(-1)  # [R, 1]
         fb = _scale_fn(C2, self.normalize, self.stability)(e_norm)  # [R, 1]
         v = sums.scaled / b + fb * e
         state["error"] = e + sums.raw / b - v

@@ -86,3 +86,57 @@ def test_composed_event_equals_counts():
     a = PLDAccountant(1e-4).compose(ComposedEvent((ev, ev)), 50).get_epsilon(1e-5)
     b = PLDAccountant(1e-4).compose(ev, 100).get_epsilon(1e-5)
     assert a == pytest.approx(b, rel=1e-12)
+
+
+# -- issue #14, items 8 and 8b: no inf where a finite bound exists, bounded memory ------------
+def test_tiny_delta_is_finite_and_never_below_dp_accounting():
+    """z = 0.5, q = 1e-5, T = 1e4, δ = 1e-9 used to give inf (RDP: 3.82, dp_accounting: 1.49)."""
+    import warnings
+
+    from dpclip_lab.accountants.pld import PLDFallbackWarning
+    q, z, T, delta = 1e-5, 0.5, 10_000, 1e-9
+    ref = _dp_accounting_pld(q, z, T, delta, 1e-4)
+    rdp = get_epsilon(noise_multiplier=z, sample_rate=q, steps=T, delta=delta, accountant="rdp")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PLDFallbackWarning)
+        ours = get_epsilon(noise_multiplier=z, sample_rate=q, steps=T, delta=delta, accountant="pld")
+    assert math.isfinite(ours)
+    assert ours >= ref * (1 - 1e-9)          # never optimistic
+    assert ours <= rdp * (1 + 1e-12)
+
+
+def test_fallback_to_rdp_is_announced_and_recorded():
+    """T = 1e6 at δ = 1e-9: the FFT's float-error bound exceeds δ; the RDP bound is reported."""
+    from dpclip_lab.accountants.pld import PLDFallbackWarning
+    ev = PoissonSampledEvent(0.01, GaussianEvent(1.0))
+    acc = PLDAccountant().compose(ev, 10**6)
+    with pytest.warns(PLDFallbackWarning, match="rdp"):
+        eps = acc.get_epsilon(1e-9)
+    rdp = get_epsilon(noise_multiplier=1.0, sample_rate=0.01, steps=10**6, delta=1e-9, accountant="rdp")
+    assert math.isfinite(eps) and eps <= rdp
+    assert acc.last_query["method"] in ("rdp", "pld (coarser grid)")
+    assert acc.last_query["pld_epsilon"] == math.inf
+
+
+def test_small_epsilon_is_resolved():
+    """ε ≈ 2.5e-4: the old grid floor (h ≥ ~4e-5) overstated it by 36%."""
+    q, z, T, delta = 1e-3, 50.0, 100, 1e-5
+    ref = _dp_accounting_pld(q, z, T, delta, 1e-7)
+    ours = get_epsilon(noise_multiplier=z, sample_rate=q, steps=T, delta=delta, accountant="pld")
+    assert ref * (1 - 1e-9) <= ours <= ref * (1 + REL_ERR)
+
+
+def test_huge_loss_range_is_coarsened_not_oom():
+    """GaussianEvent(0.01) used to allocate ~10 GB (a [61, 12e6] temporary) and die."""
+    acc = PLDAccountant().compose(GaussianEvent(0.01))
+    eps = acc.get_epsilon(1e-5)
+    truth = analytic_gaussian_epsilon(0.01, 1e-5)
+    assert truth <= eps <= truth * (1 + REL_ERR)
+    assert acc.h_used >= 1e-3
+
+
+def test_noise_calibration_at_huge_epsilon_finishes():
+    """get_noise_multiplier(target_epsilon=300, q=1, T=1, "pld") died with MemoryError."""
+    from dpclip_lab.accountants import get_noise_multiplier
+    z = get_noise_multiplier(target_epsilon=300, target_delta=1e-5, sample_rate=1, steps=1, accountant="pld")
+    assert analytic_gaussian_epsilon(z, 1e-5) <= 300

@@ -244,3 +244,45 @@ def test_rdp_accountant_uses_the_gaussian_wor_bound():
     acc = RDPAccountant().compose(SampledWithoutReplacementEvent(1000, 100, GaussianEvent(2.0)), 50)
     general = 50 * rdp_sampled_without_replacement_gaussian(0.1, 2.0, DEFAULT_ORDERS, bound="general")
     assert acc.get_epsilon(1e-5) < rdp_to_epsilon_improved(DEFAULT_ORDERS, general, 1e-5)[0]
+
+
+# -- issue #14, item 1b: every exported RDP function validates its input ------------------
+@pytest.mark.parametrize("orders", [[], [1.0], [0.5, 2.0], [2.0, float("inf")], [float("nan")], [[2.0, 3.0]]])
+def test_invalid_orders_are_refused_everywhere(orders):
+    from dpclip_lab.accountants import (RDPAccountant, rdp_gaussian, rdp_laplace,
+                                        rdp_poisson_subsampled_gaussian,
+                                        rdp_sampled_without_replacement_gaussian, rdp_to_epsilon)
+    with pytest.raises(ValueError, match="orders"):
+        RDPAccountant(orders=orders)                      # [] used to report ε = 0
+    for f in (lambda: rdp_gaussian(1.0, orders), lambda: rdp_laplace(1.0, orders),
+              lambda: rdp_poisson_subsampled_gaussian(0.1, 1.0, orders),
+              lambda: rdp_sampled_without_replacement_gaussian(0.1, 1.0, orders),
+              lambda: rdp_to_epsilon(orders, [1.0] * len(orders), 1e-5)):
+        with pytest.raises(ValueError, match="orders"):
+            f()
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda A: A.rdp_gaussian(-1), "noise_multiplier"),
+    (lambda A: A.rdp_gaussian(float("nan")), "noise_multiplier"),
+    (lambda A: A.rdp_laplace(-1), "noise_multiplier"),
+    (lambda A: A.rdp_laplace(0), "noise_multiplier"),
+    (lambda A: A.rdp_poisson_subsampled_gaussian(0.1, -1), "noise_multiplier"),     # was NaN
+    (lambda A: A.rdp_poisson_subsampled_gaussian(0.0, 1.0), "sample_rate"),
+    (lambda A: A.rdp_poisson_subsampled_gaussian(1.5, 1.0), "sample_rate"),
+    (lambda A: A.rdp_sampled_without_replacement_gaussian(1.5, 1), "sample_rate"),  # was finite
+    (lambda A: A.rdp_sampled_without_replacement_gaussian(0.1, -2), "noise_multiplier"),
+    (lambda A: A.rdp_poisson_subsampled_gaussian("0.1", 1.0), "sample_rate"),
+])
+def test_low_level_rdp_functions_name_the_bad_parameter(call, name):
+    import dpclip_lab.accountants as A
+    with pytest.raises((ValueError, TypeError), match=name):
+        call(A)
+
+
+def test_rdp_to_epsilon_batch_validates():
+    from dpclip_lab.accountants import rdp_to_epsilon_batch
+    with pytest.raises(ValueError, match="orders"):
+        rdp_to_epsilon_batch([], np.zeros((1, 0)), 1e-5)
+    with pytest.raises(ValueError, match="conversion"):
+        rdp_to_epsilon_batch([2.0], np.ones((1, 1)), 1e-5, conversion="nope")

@@ -116,3 +116,15 @@ def test_selection_batched():
     assert sel.theta.shape == (2, 1) and sel.extra["scores"].shape == (2, 30)
     picked = sel.extra["scores"].gather(1, sel.extra["selected_index"].unsqueeze(1)).squeeze(1)
     assert torch.allclose(picked, sel.extra["scores"].min(1).values, atol=1e-6)  # ties broken by the noise
+
+
+def test_selection_checks_the_problem_matches_the_run():
+    """Issue #14 item 9: selecting with another data set's gradients gave a wrong privacy claim."""
+    from dpclip_lab import data
+    prob = data.chen_example1()
+    other = data.chen_example2()
+    res = dp_gd(prob, torch.zeros(1, dtype=torch.float64), n=prob.n, steps=5, lr=0.1, clip_norm=1.0,
+                noise_multiplier=1.0, seed=0, keep_iterates=True)
+    assert select_stationary_iterate(res, prob, epsilon=1.0, seed=0).theta.shape == (1,)
+    with pytest.raises(ValueError, match="n=2 examples but the run was made on n=3"):
+        select_stationary_iterate(res, other, epsilon=1.0, seed=0)

@@ -82,3 +82,44 @@ def test_bad_gradients_and_shapes():
         dl.clip(torch.ones(4, 3), torch.ones(5))
     with pytest.raises(TypeError, match="clip_norm must be a real number"):
         dl.clip(torch.ones(4, 3), "1")
+
+
+# -- issue #14, items 6, 7, 9, 9a ---------------------------------------------------------
+def test_overflowing_norms_are_clipped_exactly():
+    g = torch.full((1, 4), 3e38)                       # ‖g‖ = 6e38 > float32 max
+    assert torch.allclose(dl.clip(g, 1.0), torch.full((1, 4), 0.5))   # was the zero vector
+    assert dl.safe_norm(torch.full((1, 2), 1.5e38)).item() == pytest.approx(1.5e38 * math.sqrt(2), rel=1e-6)
+    assert dl.safe_norm(torch.tensor([[math.inf, 1.0]])).item() == math.inf  # was NaN
+    assert torch.allclose(dl.clip(torch.tensor([[3e38, -3e38]]), 1e-30),
+                          torch.tensor([[1e-30, -1e-30]]) / math.sqrt(2))
+
+
+@pytest.mark.parametrize("C, becomes", [(1e50, "inf"), (1e-50, "0.0")])
+def test_clip_norm_is_checked_after_the_cast(C, becomes):
+    with pytest.raises(ValueError, match=f"clip_norm=.*float32.*becomes {becomes}"):
+        dl.clip(torch.randn(5, 3), C)                  # was all-NaN / all-zero
+    assert bool(torch.isfinite(dl.clip(torch.randn(5, 3, dtype=torch.float64), C)).all())
+
+
+def test_dp_sgd_names_a_clip_norm_that_vanishes_in_float32():
+    from dpclip_lab.algorithms import dp_sgd
+    prob = dl.data.chen_example1(dtype=torch.float32)
+    with pytest.raises(ValueError, match="clip_norm"):  # used to blame the learning rate
+        dp_sgd(prob, torch.zeros(1), n=prob.n, steps=2, lr=0.1, clip_norm=1e-50, noise_multiplier=1.0,
+               sampling="full", seed=0)
+
+
+def test_integer_tensors_are_promoted_not_truncated():
+    assert torch.allclose(dl.clip(torch.tensor([[3, 4]]), 0.5), torch.tensor([[0.3, 0.4]]))
+    assert dl.clipped_fraction(torch.tensor([[3, 4], [0, 0]]), 0.5).item() == 0.5
+    assert dl.safe_norm(torch.tensor([[3, 4]])).item() == 5.0
+
+
+def test_empty_inputs_name_the_problem():
+    with pytest.raises(ValueError, match="empty last dimension"):
+        dl.clip(torch.zeros(3, 0), 1.0)
+    with pytest.raises(ValueError, match="no vectors"):
+        dl.clipped_fraction(torch.zeros(0, 3), 1.0)     # was NaN
+    assert dl.clip(torch.zeros(0, 3), 1.0).shape == (0, 3)  # an empty batch clips to an empty batch
+    with pytest.raises(ValueError, match="norms"):
+        dl.clip_factor(torch.tensor([math.inf]), 1.0)   # an overflowed norm would zero its example

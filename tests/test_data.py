@@ -87,3 +87,50 @@ def test_bad_arguments():
         dl.data.song_logistic_lower_bound(0)
     with pytest.raises(ValueError, match="test_size"):
         dl.data.breast_cancer(test_size=1.5)
+
+
+# -- issue #14, items 9 and 9a ---------------------------------------------------------------
+def _tiny_mnist(folder, *, labels=None, swap=False, truncate=False):
+    import numpy as np
+    rng = np.random.default_rng(0)
+    imgs = rng.integers(0, 256, (5, 28, 28), dtype=np.uint8)
+    labs = np.arange(5, dtype=np.uint8) if labels is None else np.asarray(labels, dtype=np.uint8)
+    for prefix in ("train", "t10k"):
+        img_name, lab_name = f"{prefix}-images-idx3-ubyte", f"{prefix}-labels-idx1-ubyte"
+        if swap:
+            img_name, lab_name = lab_name, img_name
+        dl.data.write_idx(folder / img_name, imgs)
+        dl.data.write_idx(folder / lab_name, labs)
+    if truncate:
+        (folder / "train-labels-idx1-ubyte").write_bytes(bytes([0, 0, 8, 1, 0]))
+
+
+def test_load_mnist_refuses_silent_wrong_data(tmp_path):
+    _tiny_mnist(tmp_path)
+    assert dl.data.load_mnist(tmp_path, limit=3).n == 3
+    for bad in (-1, 0):                                 # -1 dropped one example, 0 gave an empty set
+        with pytest.raises(ValueError, match="limit"):
+            dl.data.load_mnist(tmp_path, limit=bad)
+    with pytest.raises(TypeError, match="dtype"):
+        dl.data.load_mnist(tmp_path, dtype=torch.int64)  # truncated every pixel to 0
+    sw = tmp_path / "swapped"
+    sw.mkdir()
+    _tiny_mnist(sw, swap=True)
+    with pytest.raises(ValueError, match="swapped"):
+        dl.data.load_mnist(sw)
+    bad_labels = tmp_path / "labels"
+    bad_labels.mkdir()
+    _tiny_mnist(bad_labels, labels=[0, 1, 255, 3, 4])
+    with pytest.raises(ValueError, match="0-9"):
+        dl.data.load_mnist(bad_labels)
+    trunc = tmp_path / "trunc"
+    trunc.mkdir()
+    _tiny_mnist(trunc, truncate=True)
+    with pytest.raises(ValueError, match="train-labels-idx1-ubyte.*truncated"):
+        dl.data.load_mnist(trunc)
+
+
+@pytest.mark.parametrize("classes", [(3, 3), (3,), (3, 4, 5), (3, 12)])
+def test_digits_classes_must_be_two_distinct_digits(classes):
+    with pytest.raises(ValueError, match="classes"):
+        dl.data.digits(classes=classes)

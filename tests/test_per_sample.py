@@ -72,3 +72,28 @@ def test_finite_check_is_exact():
     bad[2, 1] = float("inf")
     with pytest.raises(ValueError, match="1 NaN or inf"):
         _check_finite(bad)
+
+
+# -- issue #14, item 9a: errors that name the problem -----------------------------------------
+def test_per_sample_errors_name_the_problem():
+    model = nn.Sequential(nn.Linear(3, 2))
+    x, y = torch.randn(4, 3), torch.randint(0, 2, (4,))
+    loss = nn.CrossEntropyLoss()
+    with pytest.raises(ValueError, match="no examples"):
+        dl.per_sample_grads(model, loss, x[:0], y[:0])
+    with pytest.raises(TypeError, match="dtype torch.float64.*float32"):
+        dl.per_sample_grads(model, loss, x.double(), y)
+    bn = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Linear(4, 2))
+    with pytest.raises(ValueError, match="GroupNorm"):
+        dl.per_sample_grads(bn, loss, x, y)
+    bn.eval()                                           # running statistics: per-example is fine
+    assert dl.per_sample_grads(bn, loss, x, y).shape[0] == 4
+
+
+def test_train_names_a_dtype_mix():
+    from dpclip_lab.training import train
+    model = nn.Sequential(nn.Linear(3, 2))              # float32 parameters
+    x, y = torch.randn(8, 3, dtype=torch.float64), torch.randint(0, 2, (8,))
+    with pytest.raises(TypeError, match="dtype"):       # used to blame theta0's shape
+        train(model, nn.functional.cross_entropy, x, y, steps=1, lr=0.1, clip_norm=1.0,
+              noise_multiplier=1.0, batch_size=4, seed=0, progress=False)

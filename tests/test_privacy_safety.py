@@ -194,3 +194,27 @@ def test_poisson_sampling_rate_is_exact_in_low_precision(dtype, q):
     sd = math.sqrt(s.sample_rate * (1 - s.sample_rate) / draws)
     assert abs(rate - s.sample_rate) < 5 * sd + 1e-12, (rate, s.sample_rate)
     assert s.sample(0, 2, g, "cpu", dtype).mask.dtype == dtype
+
+
+# -- silent wrong numbers at the oracle and privatizer boundary (issue #14 items 6, 7, 9a) ------------------
+def test_overflowing_per_example_norm_raises_instead_of_dropping_the_example():
+    big = torch.full((4,), 3e38, dtype=torch.float32)          # finite entries, norm 6e38 > float32 max
+    grad_fn = lambda th, idx: big.expand(idx.shape[-1], 4).clone()  # noqa: E731
+    with pytest.raises(ValueError, match="exceeds the range of torch.float32"):
+        dl.dp_sgd(grad_fn, torch.zeros(4), n=5, steps=1, lr=0.1, clip_norm=1.0, noise_multiplier=1.0,
+                  sampling="full")
+
+
+def test_noise_std_checked_in_the_runs_dtype():
+    grad_fn = lambda th, idx: torch.zeros(idx.shape[-1], 2)     # noqa: E731
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        dl.dp_sgd(grad_fn, torch.zeros(2), n=5, steps=1, lr=0.1, clip_norm=1.0, noise_multiplier=1e50,
+                  sampling="full")
+
+
+def test_glp_without_features_and_string_integers():
+    with pytest.raises(ValueError, match="p >= 1"):
+        dl.GLProblem(torch.zeros(3, 0, dtype=f64), torch.ones(3, dtype=f64), dl.losses.Logistic())
+    from dpclip_lab._validation import check_int
+    with pytest.raises(TypeError, match="steps must be an integer"):
+        check_int("3", "steps")

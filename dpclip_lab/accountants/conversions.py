@@ -24,16 +24,27 @@ __all__ = ["rdp_to_epsilon_classic", "rdp_to_epsilon_improved", "rdp_to_epsilon"
 CONVERSIONS = ("improved", "classic")
 
 
-def _prepare(orders, rdp, delta):
-    delta = check_open_unit(delta, "delta")
-    o = np.atleast_1d(np.asarray(orders, dtype=float))
-    r = np.atleast_1d(np.asarray(rdp, dtype=float))
-    if o.shape != r.shape:
-        raise ValueError(f"orders and rdp must have the same shape, got {o.shape} and {r.shape}")
-    if np.any(o <= 1):
-        raise ValueError("orders must be > 1")
+def _check_orders(orders) -> np.ndarray:
+    """Non-empty 1-D array of finite orders > 1 (an empty one would certify ε = 0)."""
+    from .rdp import _as_orders
+    return _as_orders(orders)
+
+
+def _check_rdp(r: np.ndarray) -> None:
     if np.any(np.isnan(r)) or np.any(r < 0):
         raise ValueError("rdp must be non-negative numbers (inf allowed), got nan or < 0")
+
+
+def _prepare(orders, rdp, delta):
+    delta = check_open_unit(delta, "delta")
+    o = _check_orders(orders)
+    try:
+        r = np.atleast_1d(np.asarray(rdp, dtype=float))
+    except (TypeError, ValueError):
+        raise TypeError(f"rdp must be an array of numbers, got {rdp!r}") from None
+    if o.shape != r.shape:
+        raise ValueError(f"orders and rdp must have the same shape, got {o.shape} and {r.shape}")
+    _check_rdp(r)
     return o, r, delta
 
 
@@ -108,14 +119,18 @@ def rdp_to_epsilon_batch(orders, rdp, delta, conversion="improved"):
         Row by row the same numbers as :func:`rdp_to_epsilon` (same float operations).
     """
     delta = check_open_unit(delta, "delta")
-    o = np.atleast_1d(np.asarray(orders, dtype=float))
-    r = np.asarray(rdp, dtype=float)
+    o = _check_orders(orders)
+    try:
+        r = np.asarray(rdp, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"rdp must be an array of numbers, got {rdp!r}") from None
     if r.ndim != 2 or r.shape[1] != o.shape[0]:
         raise ValueError(f"rdp must have shape (m, {o.shape[0]}), got {r.shape}")
-    if np.any(o <= 1):
-        raise ValueError("orders must be > 1")
-    if np.any(np.isnan(r)) or np.any(r < 0):
-        raise ValueError("rdp must be non-negative numbers (inf allowed), got nan or < 0")
+    _check_rdp(r)
+    if conversion not in CONVERSIONS:
+        raise ValueError(f"conversion must be one of {CONVERSIONS}, got {conversion!r}")
+    if r.shape[0] == 0:
+        return np.zeros(0), np.zeros(0)
     eps = _epsilon_by_order(o, r, delta, conversion)
     i = np.argmin(eps, axis=1)
     return np.maximum(eps[np.arange(len(eps)), i], 0.0), o[i]

@@ -39,6 +39,7 @@ tight analyses via couplings and divergences. NeurIPS (δ of a subsampled pair).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,11 +49,22 @@ from scipy import signal, special
 from .._validation import check_int, check_nonnegative, check_open_unit, check_positive
 from .gaussian import gaussian_delta_for_epsilon
 
-__all__ = ["PLDAccountant", "privacy_profile", "discretize_connect_the_dots"]
+__all__ = ["PLDAccountant", "PLDFallbackWarning", "privacy_profile", "discretize_connect_the_dots"]
 
 _TAIL_SIGMAS = 10.0          # Gaussian tails beyond 10 std (7.6e-24) go to the infinite mass
 _WINDOW_TAIL = 1e-15         # Chernoff tail mass allowed outside the FFT window
 _MAX_FFT = 1 << 23
+_MAX_GRID = 1 << 19          # points of one step's discretized loss (memory: ~4 MB per array)
+
+
+class PLDFallbackWarning(UserWarning):
+    """The PLD accountant could not certify a finite ε on its grid and reports another bound.
+
+    Raised (as a warning) when the FFT composition gives ε = inf — its float error
+    bound or the infinite-loss mass exceeds δ (tiny δ, very long runs) — and the
+    accountant answers with a coarser grid or with the RDP accountant on the same
+    events instead (both are valid upper bounds; see ``PLDAccountant.last_query``).
+    """
 
 
 # ----------------------------------------------------------------------------------------
@@ -207,7 +219,8 @@ class _Composed:
                 l = (i0 + np.arange(len(m))) * h
                 with np.errstate(divide="ignore"):
                     lm = np.log(m)
-                tot += c * special.logsumexp(lm[None, :] + sign * ts[:, None] * l[None, :], axis=1)
+                # one t at a time: a [len(ts), len(m)] temporary is GBs for fine grids
+                tot += c * np.array([special.logsumexp(lm + sign * t * l) for t in ts])
             return tot
         self._ts, self._cgf_up = ts, cgf(+1.0)
         log_tau = math.log(_WINDOW_TAIL)
@@ -230,11 +243,16 @@ class _Composed:
         pmf = np.roll(sfft.irfft(spec, n=n), -(lo_idx % n))
         # Float error of the FFT route, bounded in ℓ1 via Parseval (Koskela et al. 2020):
         # ||err||_1 <= sqrt(n)||err||_2 = ||E||_2 with |E| <~ eps (π n_mult + 4 log2 n)|spec|.
+        # δ(ε), ε >= 0, only reads the n_pos positions with positive loss, and
+        # Σ_{k∈S} |err_k| <= sqrt(|S|) ||err||_2 = sqrt(|S|/n) ||E||_2 (Parseval): the
+        # slack is that, not the whole ℓ1 norm (which made every δ <= 1e-9 query at
+        # T >= 1e4 return inf).
+        self.losses = (lo_idx + np.arange(n)) * h
+        n_pos = max(int(np.count_nonzero(self.losses > 0)), 1)
         full_norm = math.sqrt(2.0 * float(np.sum(np.abs(spec) ** 2)))
         self.fft_slack = 8 * np.finfo(float).eps * (math.pi * n_mult + 4 * math.log2(n) + 8) \
-            * max(full_norm, 1.0)
+            * max(full_norm * math.sqrt(n_pos / n), 1.0)
         self.pmf = np.maximum(pmf, 0.0)
-        self.losses = (lo_idx + np.arange(n)) * h
         # Chernoff bound on the finite mass above the window (added to δ).
         top = (lo_idx + n) * h
         self.upper_tail = float(np.exp(min(0.0, np.min(self._cgf_up - ts * top))))
@@ -317,6 +335,8 @@ class PLDAccountant:
         self._leaves = []            # (event, count)
         self.non_private = False
         self._cache = None
+        self.last_query = None
+        self.h_used = None
 
     def compose(self, event, count: int = 1) -> "PLDAccountant":
         """Account for ``event`` run ``count`` times; returns ``self``.
@@ -342,16 +362,32 @@ class PLDAccountant:
         self._cache = None
         return self
 
+    def _grid_points(self, h: float) -> int:
+        """Points of the largest one-step discretization at spacing h (before building it)."""
+        most = 0
+        for ev, _ in self._leaves:
+            for prof in privacy_profile(ev):
+                most = max(most, (prof.hi - prof.lo) / h + 3)
+        return int(min(most, 1e18))
+
     def _composed(self, h: float):
-        """Both directions composed on the grid of spacing h (cached per h)."""
+        """Both directions composed on the grid of spacing h (cached per h).
+
+        The grid is coarsened (h doubled; the result stays an upper bound) until one
+        step's discretization has at most 2^19 points and the FFT window at most 2^23,
+        *before* anything of that size is allocated. The spacing used is ``h_used``.
+        """
         if self._cache is None:
             self._cache = {}
         if h in self._cache:
-            return self._cache[h]
+            self.h_used = self._cache[h][1]
+            return self._cache[h][0]
         merged = {}
         for ev, c in self._leaves:                 # merge equal events: one power each
             merged[ev] = merged.get(ev, 0) + c
         h_req = h
+        while self._grid_points(h) > _MAX_GRID:
+            h *= 2.0
         while True:
             try:
                 out = [_Composed([(*_discretize_cached(ev, d, h), c) for ev, c in merged.items()], h)
@@ -359,7 +395,7 @@ class PLDAccountant:
                 break
             except _TooFine:
                 h *= 2.0                             # coarser grid: still an upper bound
-        self._cache[h_req] = out
+        self._cache[h_req] = (out, h)
         self.h_used = h
         return out
 
@@ -367,26 +403,88 @@ class PLDAccountant:
         """Grid spacing aiming at ``target_relative_error`` (r) when none was given.
 
         The connect-the-dots excess is second order: about c · n · h² in ε for n composed
-        steps, with c ≲ 2 in our tests. A first pass at h = 1e-3 gives ε0, then
-        h = sqrt(r/2 · ε0 / n) ∈ [1e-6, 1e-3].
+        steps, with c ≲ 2 in our tests — and, when ε is only a few grid steps wide
+        (tiny ε), about 20 (h/ε)² relative. A first, cheap pass at
+        h0 = max(1e-3, range/2^15) (range: the widest one-step loss range) gives ε0; then
+        h = min(h_prev, sqrt(r/2 · ε/n), sqrt(r/50) · ε), at least 1e-7, refined while it
+        shrinks by more than 4x (ε from a coarse grid overestimates; at most 4 passes),
+        rounded down to 1e-3 / 2^k.
+        No floor on ε, so ε below 1e-3 is resolved too (the grid-size cap of
+        :meth:`_composed` bounds the cost).
         """
         if self.value_discretization_interval is not None:
             return self.value_discretization_interval
         n = sum(c for _, c in self._leaves)
-        eps0 = query(1e-3)
-        if not math.isfinite(eps0):
-            return 1e-3
-        return float(np.clip(math.sqrt(self.target_relative_error / 2 * max(eps0, 1e-2) / n), 1e-6, 1e-3))
+        r = self.target_relative_error
+        h = max(1e-3, self._grid_points(1.0) / 2.0 ** 15)
+        for _ in range(4):
+            eps = query(h)
+            if not math.isfinite(eps):
+                return h
+            eps = max(eps, 1e-9)
+            h_new = max(min(h, math.sqrt(r / 2 * eps / n), math.sqrt(r / 50) * eps), 1e-7)
+            if h_new < 1e-3:   # 1e-3 / 2^k: grids nest, and kinks at round ε stay on the grid
+                h_new = 1e-3 * 2.0 ** math.floor(math.log2(h_new / 1e-3))
+            if h_new > h / 4:
+                return h_new
+            h = h_new
+        return h
+
+    def _rdp_epsilon(self, delta: float) -> float:
+        """ε of the same events by the RDP accountant (inf if one of them is not RDP-supported)."""
+        from .rdp import RDPAccountant
+        acc = RDPAccountant()
+        try:
+            for ev, c in self._leaves:
+                acc.compose(ev, c)
+        except ValueError:
+            return math.inf
+        return acc.get_epsilon(delta)
 
     def get_epsilon(self, delta) -> float:
-        """ε of the composed run at ``delta`` (an upper bound; max over add and remove)."""
+        """ε of the composed run at ``delta`` (an upper bound; max over add and remove).
+
+        If the FFT composition cannot certify a finite ε (its float-error bound or
+        infinite-loss mass reaches δ: tiny δ, very long runs), the accountant tries
+        coarser grids and the RDP accountant on the same events, returns the smallest
+        of these valid upper bounds, and warns with :class:`PLDFallbackWarning`. What
+        was used is recorded in ``last_query`` (``method``: ``"pld"``,
+        ``"pld (coarser grid)"`` or ``"rdp"``; ``h``; ``pld_epsilon``; ``rdp_epsilon``).
+        """
         delta = check_open_unit(delta, "delta")
         if self.non_private:
+            self.last_query = {"method": "non-private", "epsilon": math.inf}
             return math.inf
         if not self._leaves:
+            self.last_query = {"method": "none", "epsilon": 0.0}
             return 0.0
         query = lambda h: max(c.epsilon(delta) for c in self._composed(h))  # noqa: E731
-        return query(self._auto_h(query))
+        eps = query(self._auto_h(query))
+        self.last_query = {"method": "pld", "h": self.h_used, "epsilon": eps}
+        if math.isfinite(eps):
+            return eps
+        best, method, h_best = math.inf, "pld", self.h_used
+        h = self.h_used
+        for _ in range(4):                         # coarser grids: smaller FFT, smaller error bound
+            h *= 8.0
+            if h > 0.5:
+                break
+            e = query(h)
+            if e < best:
+                best, method, h_best = e, "pld (coarser grid)", self.h_used
+            if math.isfinite(e):
+                break
+        rdp = self._rdp_epsilon(delta)
+        if rdp < best:
+            best, method = rdp, "rdp"
+        self.last_query = {"method": method, "h": h_best, "epsilon": best, "pld_epsilon": eps,
+                           "rdp_epsilon": rdp}
+        if math.isfinite(best):
+            warnings.warn(PLDFallbackWarning(
+                f"PLD accounting on the grid h={self.last_query['h']:.3g} gives ε = inf at δ={delta:g} "
+                f"(its float-error bound or tail mass exceeds δ); reporting ε = {best:.6g} from "
+                f"{method} instead (an upper bound, possibly looser than a tight PLD)"), stacklevel=2)
+        return best
 
     def get_delta(self, epsilon) -> float:
         """δ of the composed run at ``epsilon`` ≥ 0 (an upper bound)."""

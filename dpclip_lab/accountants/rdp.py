@@ -27,6 +27,8 @@ from functools import lru_cache
 import numpy as np
 from scipy import special
 
+from .._validation import check_nonnegative, check_positive, check_probability
+
 __all__ = [
     "DEFAULT_ORDERS",
     "rdp_gaussian",
@@ -49,12 +51,29 @@ DEFAULT_ORDERS.setflags(write=False)
 
 
 def _as_orders(orders) -> np.ndarray:
+    """``orders`` as a 1-D float array: non-empty, every entry finite and > 1.
+
+    An empty array would make every accountant report ε = 0 (no order, no bound), so
+    it is refused like any other invalid order.
+    """
     if orders is DEFAULT_ORDERS:          # validated once, at import
         return DEFAULT_ORDERS
-    o = np.atleast_1d(np.asarray(orders, dtype=float))
-    if o.ndim != 1 or not np.all(o > 1) or not np.all(np.isfinite(o)):
+    if isinstance(orders, (str, bytes)):
+        raise TypeError(f"orders must be an array of numbers > 1, got {orders!r}")
+    try:
+        o = np.atleast_1d(np.asarray(orders, dtype=float))
+    except (TypeError, ValueError):
+        raise TypeError(f"orders must be an array of numbers > 1, got {orders!r}") from None
+    if o.ndim != 1 or o.size == 0:
+        raise ValueError(f"orders must be a non-empty 1-D array of numbers > 1, got {orders!r}")
+    if not np.all(np.isfinite(o)) or not np.all(o > 1):
         raise ValueError(f"orders must be finite numbers > 1, got {orders!r}")
     return o
+
+
+def _noise(noise_multiplier, name="noise_multiplier") -> float:
+    """A Gaussian noise multiplier z in [0, inf) (0 = no noise, ε = inf)."""
+    return check_nonnegative(noise_multiplier, name)
 
 
 def rdp_gaussian(noise_multiplier, orders=DEFAULT_ORDERS) -> np.ndarray:
@@ -74,10 +93,12 @@ def rdp_gaussian(noise_multiplier, orders=DEFAULT_ORDERS) -> np.ndarray:
     ----------
     Mironov (2017), Proposition 7 / Table II.
     """
+    z = _noise(noise_multiplier)
     o = _as_orders(orders)
-    if noise_multiplier == 0:
+    if z == 0:
         return np.full_like(o, np.inf)
-    return o / (2.0 * float(noise_multiplier) ** 2)
+    with np.errstate(over="ignore"):      # z below ~1e-154: ρ = inf, still an upper bound
+        return o / (2.0 * z * z)
 
 
 def rdp_laplace(noise_multiplier, orders=DEFAULT_ORDERS) -> np.ndarray:
@@ -88,9 +109,15 @@ def rdp_laplace(noise_multiplier, orders=DEFAULT_ORDERS) -> np.ndarray:
     References
     ----------
     Mironov (2017), Proposition 6 / Table II.
+
+    Raises
+    ------
+    ValueError
+        If ``noise_multiplier`` is not in (0, inf) (b = 0 is no noise: use ε = inf
+        explicitly; a negative scale is meaningless) or ``orders`` is invalid.
     """
+    b = check_positive(noise_multiplier, "noise_multiplier")
     o = _as_orders(orders)
-    b = float(noise_multiplier)
     log_terms = np.stack([np.log(o / (2 * o - 1)) + (o - 1) / b,
                           np.log((o - 1) / (2 * o - 1)) - o / b])
     return special.logsumexp(log_terms, axis=0) / (o - 1)
@@ -300,7 +327,8 @@ def rdp_poisson_subsampled_gaussian(sample_rate, noise_multiplier,
     Mironov, Talwar, Zhang (2019), Sections 3.2 and 3.3; Abadi et al. (2016), the
     moments accountant.
     """
-    q, z = float(sample_rate), float(noise_multiplier)
+    q = check_probability(sample_rate, "sample_rate")
+    z = _noise(noise_multiplier)
     o = _as_orders(orders)
     return _rdp_psg_cached(q, z, tuple(o.tolist()))
 
@@ -421,7 +449,8 @@ def rdp_sampled_without_replacement_gaussian(sample_rate, noise_multiplier,
     3.5 γ² α / z² under conditions; see
     :func:`dpclip_lab.accountants.paper_bounds.wang_lemma3_rdp`.
     """
-    g, z = float(sample_rate), float(noise_multiplier)
+    g = check_probability(sample_rate, "sample_rate")
+    z = _noise(noise_multiplier)
     o = _as_orders(orders)
     if bound not in WOR_BOUNDS:
         raise ValueError(f"bound must be one of {WOR_BOUNDS}, got {bound!r}")

@@ -27,6 +27,7 @@ from typing import Callable
 import torch
 
 from .._validation import check_finite_tensor
+from ..clipping import safe_norm
 
 __all__ = ["Sums", "CallableOracle", "GLPOracle", "as_oracle"]
 
@@ -147,7 +148,10 @@ def _materialized_reduce(G, w, scale, pre_clip_std, need_raw, generator) -> Sums
     if pre_clip_std:
         # Chen et al. (2020) §5, eq. (11): g_i + k ζ_i, ζ_i ~ N(0, I), *before* clipping.
         G = G + pre_clip_std * torch.randn(G.shape, generator=generator, device=G.device, dtype=G.dtype)
-    norms = torch.linalg.vector_norm(G, dim=-1)
+    norms = safe_norm(G)  # overflow-safe: a norm past the dtype's max would otherwise silently zero the example
+    if not bool(torch.isfinite(norms).all()) and bool(torch.isfinite(G).all()):
+        raise ValueError(f"a per-example gradient norm exceeds the range of {G.dtype} (max "
+                         f"{torch.finfo(G.dtype).max:.3g}); rescale the loss or compute in float64")
     s = None if scale is None else scale(norms)
     if w is not None:
         wd = w.to(G.dtype)

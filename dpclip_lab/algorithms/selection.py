@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .._validation import as_clip_norm, check_positive
+from .._validation import as_clip_norm, check_int, check_positive
+from ..clipping import safe_norm
 from ..privatizers import clip_scale
 from ..sampling import events as _ev
 from ..sampling import make_sampler
@@ -67,8 +68,18 @@ def clipped_gradient_norms(grad_fn, thetas: torch.Tensor, *, n: int, clip_norm, 
         g = sums.scaled / n
         if projector is not None:
             g = g @ projector.T
-        out.append(torch.linalg.vector_norm(g, dim=-1))
+        out.append(safe_norm(g))
     return torch.cat(out)
+
+
+def _problem_size(grad_fn):
+    """(n, p) of the problem behind ``grad_fn`` when it says (a GLProblem, MeanEstimation, or a bound method)."""
+    for obj in (grad_fn, getattr(grad_fn, "__self__", None)):
+        n = getattr(obj, "n", None)
+        if isinstance(n, int) and not isinstance(n, bool):
+            p = getattr(obj, "p", None)
+            return n, (p if isinstance(p, int) and not isinstance(p, bool) else None)
+    return None, None
 
 
 def _laplace(shape, scale, generator, like):
@@ -101,12 +112,22 @@ def select_stationary_iterate(result: DPResult, grad_fn, *, epsilon: float, clip
     ``[R, T]``), ``dp_event()`` composed with the run's event.
     """
     eps = check_positive(epsilon, "epsilon")
+    if not isinstance(result, DPResult):
+        raise TypeError(f"result must be a DPResult (the output of dp_gd), got {type(result).__name__}")
     if result.iterates is None:
         raise ValueError("result has no iterates; run it with keep_iterates=True")
     it = result.iterates
     single = it.dim() == 2
     it = it.unsqueeze(0) if single else it
     R, T1, p = it.shape
+    n_run = check_int(result.n, "result.n", minimum=1)
+    n_prob, p_prob = _problem_size(grad_fn)
+    if n_prob is not None and n_prob != n_run:
+        raise ValueError(f"grad_fn's problem has n={n_prob} examples but the run was made on n={n_run}: "
+                         "the selection score's sensitivity 2L/n and the privacy claim need the run's "
+                         "own data set")
+    if p_prob is not None and p_prob != p:
+        raise ValueError(f"grad_fn's problem has p={p_prob} features but the run's iterates have p={p}")
     T = T1 - 1
     if T < 1:
         raise ValueError("selection needs at least one step (T >= 1)")

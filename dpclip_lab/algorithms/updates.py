@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from .._validation import check_open_unit, check_positive
+from ..clipping import safe_norm
 
 __all__ = ["SGD", "Adam", "make_update", "project_l2_ball", "project_interval"]
 
@@ -75,7 +76,7 @@ def project_l2_ball(radius: float, center=None):
 
     def project(theta):
         d = theta if center is None else theta - center
-        nrm = torch.linalg.vector_norm(d, dim=-1, keepdim=True)
+        nrm = safe_norm(d).unsqueeze(-1)
         d = d * (R / torch.clamp(nrm, min=R))
         return d if center is None else d + center
 
