@@ -45,8 +45,9 @@ def normalize_scale(norms: torch.Tensor, clip_norm: torch.Tensor, stability: flo
     c = clip_norm.unsqueeze(-1)
     if stability:
         return c / (norms + stability)
-    return torch.where(norms > 0, c / torch.where(norms > 0, norms, torch.ones_like(norms)),
-                       torch.zeros_like(norms))
+    # A norm so small that C/‖g‖ overflows (a denormal gradient) is treated as zero: inf·0 would be NaN.
+    ok = norms > c / torch.finfo(norms.dtype).max
+    return torch.where(ok, c / torch.where(ok, norms, torch.ones_like(norms)), torch.zeros_like(norms))
 
 
 def _scale_fn(clip_norm, normalize: bool, stability: float):

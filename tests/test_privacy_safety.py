@@ -218,3 +218,11 @@ def test_glp_without_features_and_string_integers():
     from dpclip_lab._validation import check_int
     with pytest.raises(TypeError, match="steps must be an integer"):
         check_int("3", "steps")
+
+
+def test_normalization_of_a_denormal_gradient_is_finite():
+    from dpclip_lab.privatizers import normalize_scale
+    norms = torch.tensor([[0.0, 1e-320, 1e-300, 2.0]], dtype=f64)
+    s = normalize_scale(norms, torch.tensor([1.0], dtype=f64))
+    assert bool(torch.isfinite(s).all()) and s[0, 0] == 0 and s[0, 1] == 0
+    assert s[0, 3] == 0.5 and s[0, 2] == pytest.approx(1e300)
