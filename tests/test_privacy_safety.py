@@ -226,3 +226,10 @@ def test_normalization_of_a_denormal_gradient_is_finite():
     s = normalize_scale(norms, torch.tensor([1.0], dtype=f64))
     assert bool(torch.isfinite(s).all()) and s[0, 0] == 0 and s[0, 1] == 0
     assert s[0, 3] == 0.5 and s[0, 2] == pytest.approx(1e300)
+
+
+def test_remark4_search_finds_small_beta_at_large_epsilon():
+    """The even grid alone found no β at n = 426, ε = 20 (Part III shows only β < 1e-2 are feasible there)."""
+    from dpclip_lab.accountants import paper_bounds as pb
+    beta, sigma = pb.wang_remark4_beta(1.0, 426, 426, 20.0, 1e-5)
+    assert 0 < beta < 1e-3 and pb.wang_thm11_conditions(sigma, 1.0, 426, 20.0, 1e-5, beta)
