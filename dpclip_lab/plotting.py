@@ -19,7 +19,9 @@ Every "vary it and watch" demo in the book is made twice:
 * :func:`slider_figure` — a plotly slider over *precomputed* frames. It runs in
   the browser with no kernel, so it moves in the static HTML book.
 * :func:`live` — an ipywidgets control that recomputes the figure in a running
-  kernel (Jupyter, Binder). In the static book it is drawn but frozen.
+  kernel (Jupyter, Binder). While the static book is built it is replaced by one
+  clear "run this live in Jupyter / Binder" box: a drawn widget with no kernel
+  behind it would show sliders that look real and do nothing.
 """
 from __future__ import annotations
 
@@ -41,13 +43,17 @@ __all__ = [
     "TEMPLATE_NAME",
     "RENDERER_NAME",
     "HTML_ONLY_ENV",
+    "HEADLESS_ENV",
     "BookRenderer",
     "show",
     "slider_figure",
     "figure_from",
     "live",
+    "live_placeholder",
+    "LIVE_PLACEHOLDER_CLASS",
     "plane_basis",
     "gradient_cloud",
+    "cloud_extent",
     "clipped_cloud",
     "norm_histogram",
     "error_curves",
@@ -60,6 +66,9 @@ TEMPLATE_NAME = "dpclip"
 RENDERER_NAME = "dpclip"
 #: Set to "1" by the book build (``_ext/offline_assets.py``): emit text/html only.
 HTML_ONLY_ENV = "DPCLIP_HTML_ONLY"
+#: Set to "1" when a notebook is executed with no frontend (grading with otter, ``make
+#: assignments``): :func:`live` then draws its placeholder instead of widgets. See :func:`live`.
+HEADLESS_ENV = "DPCLIP_HEADLESS"
 
 #: The book's palette (colour-blind friendly; Okabe & Ito 2008), in colorway order.
 PALETTE = (
@@ -97,10 +106,12 @@ pio.templates[TEMPLATE_NAME] = go.layout.Template(
         margin=dict(l=60, r=20, t=60, b=50),
         hovermode="closest",
         legend=dict(bgcolor="rgba(255,255,255,0.7)"),
-        xaxis=dict(showgrid=True, gridcolor="#EEEEEE", zeroline=False,
-                   linecolor="#888888", ticks="outside", mirror=False),
-        yaxis=dict(showgrid=True, gridcolor="#EEEEEE", zeroline=False,
-                   linecolor="#888888", ticks="outside", mirror=False),
+        # exponentformat "power": a log axis over small numbers reads 10⁻⁵, not "10μ" (SI prefixes
+        # mean units, and these axes have none)
+        xaxis=dict(showgrid=True, gridcolor="#EEEEEE", zeroline=False, exponentformat="power",
+                   linecolor="#888888", ticks="outside", mirror=False, automargin=True),
+        yaxis=dict(showgrid=True, gridcolor="#EEEEEE", zeroline=False, exponentformat="power",
+                   linecolor="#888888", ticks="outside", mirror=False, automargin=True),
         sliders=[dict(currentvalue=dict(font=dict(size=13)), pad=dict(t=40))],
     )
 )
@@ -142,8 +153,12 @@ class BookRenderer(MimetypeRenderer):
         as_json = pio.to_json(fig_dict, validate=False, remove_uids=False)
         digest = hashlib.sha1(as_json.encode("utf-8")).hexdigest()[:12]
         height = (fig_dict.get("layout") or {}).get("height") or _DEFAULT_HEIGHT
+        html_dict = _compact(fig_dict)
+        if (fig_dict.get("layout") or {}).get("width") is not None:
+            # a fixed width is cut off on a phone: the page figure always fills its column
+            html_dict = dict(html_dict, layout={k: v for k, v in html_dict["layout"].items() if k != "width"})
         html = pio.to_html(
-            fig_dict,
+            html_dict,
             config=self.config,
             include_plotlyjs=False,
             include_mathjax=False,
@@ -159,6 +174,36 @@ class BookRenderer(MimetypeRenderer):
             "application/vnd.plotly.v1+json": json.loads(as_json),
             "text/html": html,
         }
+
+
+def _compact(obj):
+    """``obj`` with float64 numpy arrays stored as float32 (half the page weight of a figure).
+
+    Plotly writes numpy arrays into the page as base64 typed arrays; float32 keeps seven
+    significant digits, far more than a screen shows. Arrays with finite values outside
+    float32's normal range (below 1e-30 or above 1e30 in magnitude, e.g. on log axes) stay
+    float64.
+    """
+    import base64
+
+    import numpy as np
+
+    if isinstance(obj, dict):
+        if obj.get("dtype") == "f8" and isinstance(obj.get("bdata"), str):   # plotly's typed array
+            arr = np.frombuffer(base64.b64decode(obj["bdata"]), dtype="<f8")
+            small = _compact(arr)
+            if small.dtype == np.float32:
+                return dict(obj, dtype="f4", bdata=base64.b64encode(small.astype("<f4").tobytes()).decode("ascii"))
+            return obj
+        return {k: _compact(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_compact(v) for v in obj)
+    if isinstance(obj, np.ndarray) and obj.dtype == np.float64 and obj.size:
+        finite = np.abs(obj[np.isfinite(obj)])
+        nonzero = finite[finite > 0]
+        if nonzero.size == 0 or (nonzero.min() >= 1e-30 and nonzero.max() <= 1e30):
+            return obj.astype(np.float32)
+    return obj
 
 
 pio.renderers[RENDERER_NAME] = BookRenderer()
@@ -363,10 +408,54 @@ def slider_figure(
 # --------------------------------------------------------------------------- live widgets
 
 _LIVE_NOTE = (
-    "<small><b>Live control</b> &mdash; recomputes in a running kernel "
-    "(Jupyter, Binder). In the HTML book it is frozen: use the slider on the "
-    "figure above.</small>"
+    "<small><b>Live control</b> &mdash; recomputes the figure in this running kernel "
+    "each time you let go of a control.</small>"
 )
+#: CSS class of the box that stands in for a live control in the static book.
+LIVE_PLACEHOLDER_CLASS = "dpclip-live"
+#: Set by the book build (``_ext/offline_assets.py``): the Binder URL up to ``urlpath=...tree/``
+#: and the repository root, so the box can link to this chapter's folder on Binder.
+BINDER_URL_ENV = "DPCLIP_BINDER_URL"
+BOOK_ROOT_ENV = "DPCLIP_BOOK_ROOT"
+
+
+def _control_name(key: str, control) -> str:
+    desc = getattr(control, "description", "") or ""
+    return str(desc).rstrip(": ").strip() or key
+
+
+def live_placeholder(controls: Sequence[str] = ()):
+    """The box the static book shows instead of a live control (an ``IPython.display.HTML``).
+
+    It says what the live control varies and how to get it: run the chapter in Jupyter,
+    or on Binder (the page's rocket button; a direct link when the build knows the
+    repository, see ``_config.yml`` ``repository.url``).
+    """
+    from html import escape
+
+    from IPython.display import HTML
+
+    names = ", ".join(f"<code>{escape(str(c))}</code>" for c in controls)
+    what = f" for {names}" if names else ""
+    link = ""
+    base, root = os.environ.get(BINDER_URL_ENV), os.environ.get(BOOK_ROOT_ENV)
+    if base and root:
+        try:
+            rel = os.path.relpath(os.getcwd(), root).replace(os.sep, "/")
+        except ValueError:  # pragma: no cover - other drive on Windows
+            rel = ""
+        if not rel.startswith(".."):
+            href = base + ("" if rel in ("", ".") else rel)
+            link = (f' <a class="reference external" href="{escape(href)}">Open this chapter\'s '
+                    "folder on Binder</a>.")
+    return HTML(
+        f'<div class="admonition tip {LIVE_PLACEHOLDER_CLASS}">'
+        '<p class="admonition-title">Run this live in Jupyter or on Binder</p>'
+        f"<p>In a running notebook this cell shows a live control{what}: it recomputes the "
+        "figure for any value, not only the precomputed frames of the slider above. "
+        "This page has no Python behind it: run the chapter in Jupyter, or launch it on "
+        f"Binder with the rocket button at the top of the page.{link}</p></div>"
+    )
 
 
 def live(fn: Callable[..., go.Figure], *, note: bool = True, **controls):
@@ -388,13 +477,32 @@ def live(fn: Callable[..., go.Figure], *, note: bool = True, **controls):
     -------
     ipywidgets.VBox
         The note, the controls and an ``Output`` showing the figure (displayed
-        with :class:`BookRenderer`).
+        with :class:`BookRenderer`). While the book is built (``DPCLIP_HTML_ONLY=1``)
+        it returns :func:`live_placeholder` instead, and ``fn`` is not called: a
+        widget with no kernel behind it would look live and do nothing.
+
+    Notes
+    -----
+    Headless execution (``DPCLIP_HEADLESS=1``, set by ``tools/assign.py`` and the
+    grading tests) also gets the placeholder. Why: nbclient — which otter-grader and
+    ``jupyter nbconvert --execute`` use — imitates a browser for ipywidgets' ``Output``
+    widget (the one ``ipywidgets.interactive`` draws into): each output captured into it
+    is echoed back to the kernel as a ``comm_msg`` *sent on the shell socket*, from the
+    coroutine that reads iopub, while another coroutine awaits the cell's
+    ``execute_reply`` on that same socket with no timeout. A send on a ZeroMQ socket can
+    consume its edge-triggered "readable" notification; when the reply arrived in that
+    window it is never read, and the run waits forever on an idle kernel (about one
+    grading in four under load; always on the cell that shows a live control). With no
+    widget there is no ``comm_msg`` and no race.
     """
     import ipywidgets as widgets
     from IPython.display import display
 
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    if os.environ.get(HTML_ONLY_ENV) == "1" or os.environ.get(HEADLESS_ENV) == "1":
+        return live_placeholder([_control_name(k, c) for k, c in controls.items()
+                                 if isinstance(c, widgets.Widget) or isinstance(c, (tuple, list))])
 
     def _draw(**values):
         fig = fn(**values)
@@ -471,6 +579,26 @@ def _arrow(vec2, *, name, color, scale, xaxis, yaxis, dash=None, legendgroup=Non
         marker=dict(size=[0, 11], symbol="diamond", color=color),
         xaxis=xaxis, yaxis=yaxis, legendgroup=legendgroup, hoverinfo="name",
     )
+
+
+def cloud_extent(G, basis, *, quantile: float = 0.9, pad: float = 1.3) -> float:
+    """Half-width of a square view of the projected gradients that shows their bulk.
+
+    Per-example gradient norms are heavy-tailed (at a trained model the longest can be 50
+    times the median): a view that fits every point shrinks the bulk, and the turn of the
+    clipped mean, to a dot. This is ``pad`` times the ``quantile`` of the projected
+    points' largest coordinate; the few longer gradients fall outside (zoom out with the
+    figure's toolbar). Use it for the axis ranges (with ``scaleanchor`` so circles stay round).
+    """
+    import torch
+
+    if not 0 < quantile <= 1:
+        raise ValueError(f"quantile must lie in (0, 1], got {quantile!r}")
+    if not pad > 0:
+        raise ValueError(f"pad must be > 0, got {pad!r}")
+    P = (G @ basis.T).abs().amax(dim=-1)
+    q = float(torch.quantile(P.double(), quantile))
+    return pad * q if q > 0 else float(P.max()) or 1.0
 
 
 def gradient_cloud(G, basis, *, arrow_scale: float = 1.0, xaxis: str = "x", yaxis: str = "y"):

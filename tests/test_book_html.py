@@ -4,11 +4,15 @@
    (``jupyter-book build . --all -W --keep-going``: every notebook executed,
    any warning or cell error fails). Set ``DPCLIP_REUSE_BUILD=1`` to test an
    existing ``_build/html`` instead (for quick iterations after ``make book``).
-2. Checks the HTML for anything that would need the network at read time.
+2. Checks the HTML for anything that would need the network at read time, the
+   weight of every page (plotly and the widget embedder only where used), and
+   graded use (no otter marker anywhere, downloads are student copies, solutions
+   fold with their output, the autograder zip is linked), no frozen widget, and a
+   bibliography labelled as it is cited.
 3. Serves ``_build/html`` on 127.0.0.1 and loads pages in headless Chromium
    (Debian's ``chromium``; no browser download): plotly figures drew, sliders
-   exist, widgets rendered, MathJax typeset the equations, no JavaScript error,
-   and no request left localhost.
+   exist, MathJax typeset the equations, no JavaScript error, and no request
+   left localhost.
 
 Without chromium the browser tests skip (``apt-get install chromium``), except
 under CI (``CI`` set), where they fail.
@@ -137,17 +141,213 @@ def test_html_loads_no_remote_assets(built_book):
     assert not bad, "remote assets in the built book:\n" + "\n".join(sorted(set(bad))[:40])
 
 
+def _page_assets(built_book: Path, page: Path) -> list[Path]:
+    """Local scripts and stylesheets a page loads (``<script src>``, ``<link rel=stylesheet>``)."""
+    text = page.read_text(errors="replace")
+    urls = re.findall(r"<script[^>]*\bsrc=\"([^\"?#]+)", text)
+    for tag in re.findall(r"<link\b[^>]*>", text):
+        if re.search(r"rel=\"[^\"]*stylesheet", tag):
+            m = re.search(r"href=\"([^\"?#]+)", tag)
+            if m:
+                urls.append(m.group(1))
+    out = []
+    for url in urls:
+        if _remote(url):
+            continue
+        path = (page.parent / url).resolve()
+        if path.is_file():
+            out.append(path)
+            if path.name == "startup.js" and path.parent.name == "mathjax":
+                # the components the MathJax loader fetches next (_config.yml, mathjax3_config.loader)
+                out += [p for p in (path.parent / "core.js", path.parent / "input" / "tex.js",
+                                    path.parent / "output" / "chtml.js",
+                                    path.parent / "output" / "chtml" / "fonts" / "tex.js") if p.is_file()]
+    return out
+
+
+def _script_names(page: Path) -> list[str]:
+    return [Path(s).name for s in re.findall(r"<script[^>]*\bsrc=\"([^\"?]+)", page.read_text())]
+
+
 def test_scripts_are_served_from_static_in_order(built_book):
-    page = (built_book / CHAPTER).read_text()
-    srcs = re.findall(r"<script[^>]*\bsrc=\"([^\"?]+)", page)
-    names = [Path(s).name for s in srcs]
-    order = [names.index(n) for n in ("require.js", "embed-amd.js", "plotly.min.js")]
-    assert order == sorted(order), f"script order: {names}"
-    assert names.count("require.js") == 1 and names.count("tex-chtml-full.js") == 1
+    """A chapter loads one plotly bundle (the vendored cartesian one when its traces fit), MathJax
+    by component, and no widget embedder (the static book shows no ipywidget)."""
+    names = _script_names(built_book / CHAPTER)
+    assert names.count("startup.js") == 1, f"MathJax not loaded once: {names}"
+    assert ("plotly-cartesian.min.js" in names) != ("plotly.min.js" in names), names
+    assert "embed-amd.js" not in names and "require.js" not in names, names
     import plotly
     shipped = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
     assert (built_book / "_static" / "plotly.min.js").read_bytes() == shipped.read_bytes()
+    version = re.search(r"v(\d+\.\d+\.\d+)", shipped.read_text()[:200]).group(1)
+    cart = (built_book / "_static" / "plotly-cartesian.min.js").read_text()[:300]
+    assert f"v{version}" in cart, "the vendored cartesian bundle is not the installed plotly.js version"
     assert (built_book / "_static" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2").is_dir()
+    assert (built_book / "_static" / "mathjax" / "input" / "tex" / "extensions" / "boldsymbol.js").is_file()
+
+
+#: Page weight budgets (bytes of the HTML plus every local script and stylesheet it loads, MathJax's
+#: components included; fonts and MathJax's autoloaded TeX packages come on demand and are not counted).
+TEXT_PAGE_BUDGET = 3_000_000
+CHAPTER_BUDGET = 5_000_000
+
+
+def test_page_weight(built_book):
+    """Text pages stay under 3 MB, pages with figures under 5 MB (issue #10, item 4):
+    plotly and the widget embedder load only on pages that use them."""
+    over, wrong = [], []
+    for page in sorted(built_book.rglob("*.html")):
+        if "_assignments" in page.parts or "reports" in page.parts:
+            continue
+        text = page.read_text(errors="replace")
+        has_fig = "Plotly.newPlot" in text
+        has_widget = "application/vnd.jupyter.widget-view+json" in text
+        names = _script_names(page)
+        weight = page.stat().st_size + sum(p.stat().st_size for p in _page_assets(built_book, page))
+        budget = CHAPTER_BUDGET if has_fig else TEXT_PAGE_BUDGET
+        rel = page.relative_to(built_book)
+        if weight > budget:
+            over.append(f"{rel}: {weight / 1e6:.2f} MB > {budget / 1e6:.0f} MB")
+        if not has_fig and {"plotly.min.js", "plotly-cartesian.min.js"} & set(names):
+            wrong.append(f"{rel}: loads plotly but draws no figure")
+        if not has_widget and {"embed-amd.js", "require.js"} & set(names):
+            wrong.append(f"{rel}: loads the widget embedder but shows no widget")
+    assert not over, "pages over their weight budget:\n" + "\n".join(over)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_references_read_as_they_are_cited(built_book):
+    """The bibliography labels entries author-year, as the text cites them; no raw LaTeX."""
+    page = (built_book / "book" / "references.html").read_text()
+    assert "texttt" not in page, "raw LaTeX in the bibliography"
+    labels = [re.sub(r"<[^>]+>", "", m) for m in
+              re.findall(r'<span class="label">(.*?)</span>\s*</span>', page, re.S)]
+    assert labels, "no bibliography entries"
+    bad = [lab for lab in labels if not re.search(r"\b(1[6-9]|20)\d\d[a-z]?\]$", lab.strip())]
+    assert not bad, f"bibliography labels that are not author-year: {bad[:5]}"
+
+
+# --------------------------------------------------------------------------- graded use must not leak
+
+OTTER_MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "# SOLUTION", "BEGIN QUESTION", "END QUESTION",
+                 "BEGIN TESTS", "END TESTS", "ASSIGNMENT CONFIG", "BEGIN TEST CONFIG", "BEGIN PROMPT")
+
+
+def _masters():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("assign_tool_html", ROOT / "tools" / "assign.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    toc = {str(Path(f).with_suffix("")) for f in _toc_files()}
+    return tool, [m for m in tool.find_masters() if str(m.relative_to(ROOT).with_suffix("")) in toc]
+
+
+def _classroom():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("classroom_ext", ROOT / "_ext" / "classroom.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_solution_code_shows_no_otter_marker():
+    """What a reader sees of a solution: the code, without otter's markers (unit test of _ext/classroom.py)."""
+    cr = _classroom()
+    code = ("C_q1 = 0.07\n# BEGIN SOLUTION\nx = f(C_q1)\n# END SOLUTION\ny = g(x)  # SOLUTION\n"
+            "# BEGIN PROMPT\ny = ...\n# END PROMPT\nprint(y)")
+    assert cr.strip_otter_markers(code) == "C_q1 = 0.07\nx = f(C_q1)\ny = g(x)\nprint(y)"
+    assert cr.is_solution_cell({"mystnb": {"code_prompt_show": "Show a solution"}})
+    assert not cr.is_solution_cell({"mystnb": {"code_prompt_show": "Show the plotting code"}})
+
+
+def test_glue_is_written_into_the_student_copy():
+    cr = _classroom()
+    glue = {"n": {"data": {"text/plain": "426"}}, "acc": {"data": {"text/plain": "94.41"}}}
+    text = "n = {glue:text}`n`, accuracy {glue:text}`acc:.1f}`%, {glue}`n`; unknown {glue:text}`zz`"
+    assert cr.render_glue(text.replace(".1f}`", ".1f`"), glue) == "n = 426, accuracy 94.4%, 426; unknown {glue:text}`zz`"
+
+
+def test_no_otter_marker_reaches_the_site(built_book):
+    """No page and no downloadable notebook shows an otter marker or a solution line."""
+    bad = []
+    for path in sorted(built_book.rglob("*")):
+        if path.suffix not in (".html", ".ipynb", ".txt") or not path.is_file():
+            continue
+        text = path.read_text(errors="replace")
+        for marker in OTTER_MARKERS:
+            if marker in text:
+                bad.append(f"{path.relative_to(built_book)}: {marker!r}")
+    assert not bad, "otter markers in the built book:\n" + "\n".join(bad[:40])
+
+
+def test_downloads_are_student_copies_and_the_zip_is_linked(built_book):
+    """The page's download button serves the student copy of every chapter with exercises,
+    and the chapter links the student copy and the autograder zip (issue #10, item 1)."""
+    import nbformat
+
+    tool, masters = _masters()
+    assert masters, "no otter master notebook in the table of contents"
+    for master in masters:
+        doc = master.relative_to(ROOT).with_suffix("")
+        sources = list((built_book / "_sources").glob(f"{doc}.ipynb*"))
+        assert sources, f"{doc}: no downloadable notebook under _sources/"
+        for src in sources:
+            nb = nbformat.reads(src.read_text(), as_version=4)
+            code = "\n".join(c.source for c in nb.cells)
+            assert 'grader.check("' in code, f"{src}: the download is not the student copy"
+            assert not [c for c in nb.cells if c.cell_type == "raw"], f"{src}: raw otter cells"
+            # JupyterLab (even with jupyterlab-myst) does not render glue roles: the numbers are written in
+            prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+            assert "{glue" not in prose, f"{src}: glue roles left in the student copy (raw in JupyterLab)"
+        page = (built_book / (str(doc) + ".html")).read_text()
+        stem = master.stem
+        for target in (f"_assignments/{stem}/{stem}.ipynb", f"_assignments/{stem}/{stem}-autograder.zip"):
+            assert (built_book / target).is_file(), f"{target} missing"
+            assert target in page, f"{doc}.html does not link {target}"
+
+
+_CELL = re.compile(r'<div class="cell [^"]*docutils container">(.*?)(?=<div class="cell |</section>|\Z)', re.S)
+
+
+def test_solution_output_folds_with_its_code(built_book):
+    """A "Show a solution" button hides the whole cell: nothing the solution prints is visible
+    while it is folded."""
+    bad = []
+    for page in sorted(built_book.rglob("*.html")):
+        text = page.read_text(errors="replace")
+        if "Show a solution" not in text:
+            continue
+        for m in _CELL.finditer(text):
+            cell = m.group(1)
+            if "Show a solution" not in cell:
+                continue
+            end = cell.find("</details>")
+            out = cell.find('class="cell_output')
+            if end < 0 or (out >= 0 and out > end):
+                bad.append(f"{page.relative_to(built_book)}: a solution's output is outside its fold")
+    assert not bad, "\n".join(bad)
+
+
+# --------------------------------------------------------------------------- no dead controls
+
+def test_no_frozen_widget_in_the_static_book(built_book):
+    """The static book shows no ipywidget (it would look live and do nothing); where a chapter
+    has a live control, the page shows the "run this live" box instead."""
+    frozen, missing = [], []
+    for f in _toc_files():
+        page = built_book / (str(Path(f).with_suffix("")) + ".html")
+        if not page.is_file():
+            continue
+        text = page.read_text(errors="replace")
+        if "application/vnd.jupyter.widget-view+json" in text:
+            frozen.append(str(page.relative_to(built_book)))
+        nb = ROOT / (str(Path(f).with_suffix("")) + ".ipynb")
+        if nb.is_file() and re.search(r"\blive\(", nb.read_text()) and 'class="admonition tip dpclip-live"' not in text:
+            missing.append(str(page.relative_to(built_book)))
+    assert not frozen, f"pages with a frozen widget: {frozen}"
+    assert not missing, f"chapters with a live control but no 'run this live' box: {missing}"
 
 
 # --------------------------------------------------------------------------- in a browser
@@ -249,16 +449,6 @@ def test_chapter_plotly_figures_drew_with_a_slider(load, built_book):
     assert page.count(r'class="slider-container"') >= 1, "no plotly slider drawn"
 
 
-def test_chapter_widget_rendered(load, built_book):
-    static = (built_book / CHAPTER).read_text()
-    n_views = static.count('type="application/vnd.jupyter.widget-view+json"')
-    if n_views == 0:
-        pytest.skip("the chapter has no ipywidget")
-    page = load(CHAPTER)
-    assert page.count(r'class="[^"]*\bjupyter-widgets\b[^"]*\bwidget-(?:slider|hslider|dropdown|box|vbox)') >= 1, \
-        "ipywidgets did not render (require.js / embed-amd.js missing?)"
-
-
 @pytest.mark.parametrize("page_name", PAGES)
 def test_math_typeset_and_no_errors(load, built_book, page_name):
     page = load(page_name)
@@ -267,6 +457,20 @@ def test_math_typeset_and_no_errors(load, built_book, page_name):
         assert page.count(r"<mjx-merror") == 0, "MathJax reported a TeX error"
     errors = _js_errors(page)
     assert not errors, "JavaScript errors:\n" + "\n".join(errors)
+    untypeset = _raw_math_in_prose(page.dom)
+    assert not untypeset, "math left as raw TeX in the prose:\n" + "\n".join(untypeset[:5])
+
+
+def _raw_math_in_prose(dom: str) -> list[str]:
+    """Pieces of prose that still show ``$...\\command...$`` or a bare ``x^y`` after MathJax ran."""
+    t = re.sub(r'<div class="highlight.*?</div>', "", dom, flags=re.S)       # code and printed output
+    t = re.sub(r"<mjx-container.*?</mjx-container>", " ", t, flags=re.S)     # typeset math
+    t = re.sub(r"<(script|style|pre|code|textarea)\b.*?</\1>", " ", t, flags=re.S)
+    t = re.sub(r'<div class="plotly-graph-div.*?</div>', " ", t, flags=re.S)
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", t))
+    hits = [m.group(0) for m in re.finditer(r".{0,40}\$[^$]{0,80}\\[a-zA-Z]+[^$]{0,80}\$.{0,20}", text)]
+    hits += [m.group(0) for m in re.finditer(r".{0,40}\b[a-zA-Z]+\^\d[.\d]*.{0,20}", text)]
+    return hits
 
 
 @pytest.mark.parametrize("page_name", PAGES)

@@ -156,3 +156,110 @@ def test_torch_like_copies_read_only_arrays_without_warning():
     assert torch.equal(dp.torch_like(w), torch.tensor([0.0, 1.0, 2.0], dtype=torch.float64))
     ten = torch.ones(2)
     assert dp.torch_like(ten) is ten
+
+
+# --------------------------------------------------------------------------- live controls, static book
+
+@pytest.mark.parametrize("env", [dp.HTML_ONLY_ENV, dp.HEADLESS_ENV])
+def test_live_is_a_placeholder_without_a_frontend(monkeypatch, env):
+    """In the static book and in headless runs (grading) live() draws no widget and does not call fn."""
+    import ipywidgets as widgets
+
+    monkeypatch.delenv(dp.HTML_ONLY_ENV, raising=False)
+    monkeypatch.delenv(dp.HEADLESS_ENV, raising=False)
+    monkeypatch.setenv(env, "1")
+    calls = []
+    out = dp.live(lambda C: calls.append(C) or go.Figure(),
+                  C=widgets.FloatSlider(value=1.0, min=0.1, max=2.0, description="clip norm C"))
+    assert not calls
+    assert not isinstance(out, widgets.Widget)
+    html = out._repr_html_()
+    assert dp.LIVE_PLACEHOLDER_CLASS in html and "Binder" in html and "clip norm C" in html
+
+
+def test_live_placeholder_links_binder_when_the_build_knows_the_repository(monkeypatch, tmp_path):
+    monkeypatch.setenv("DPCLIP_BINDER_URL", "https://mybinder.org/v2/gh/o/r/main?urlpath=lab/tree/")
+    monkeypatch.setenv("DPCLIP_BOOK_ROOT", str(tmp_path))
+    (tmp_path / "book" / "part1").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "book" / "part1")
+    html = dp.live_placeholder(["C"])._repr_html_()
+    assert 'href="https://mybinder.org/v2/gh/o/r/main?urlpath=lab/tree/book/part1"' in html
+
+
+def test_live_is_a_widget_in_jupyter(monkeypatch):
+    import ipywidgets as widgets
+
+    monkeypatch.delenv(dp.HTML_ONLY_ENV, raising=False)
+    monkeypatch.delenv(dp.HEADLESS_ENV, raising=False)
+    out = dp.live(lambda C: go.Figure(go.Scatter(y=[C])), C=(0.0, 1.0, 0.1))
+    assert isinstance(out, widgets.VBox)
+
+
+# --------------------------------------------------------------------------- page scripts (_ext)
+
+def _offline_assets():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "_ext" / "offline_assets.py"
+    spec = importlib.util.spec_from_file_location("offline_assets_test", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _page(*figs):
+    return "".join(dp.BookRenderer().to_mimebundle(f.to_dict())["text/html"] for f in figs)
+
+
+def test_page_scripts_pick_the_smallest_plotly_bundle(monkeypatch):
+    monkeypatch.setenv(dp.HTML_ONLY_ENV, "1")
+    oa = _offline_assets()
+    flat = _page(go.Figure(go.Scatter(y=[1, 2])), go.Figure(go.Heatmap(z=[[1, 2]])),
+                 dp.slider_figure(_frames([1.0, 2.0]), slider_label="C"))
+    assert oa.page_trace_types(flat) == {"scatter", "heatmap"}       # the template's types do not count
+    assert oa.scripts_for_page(flat) == {"plotly-cartesian.min.js"}
+    assert oa.scripts_for_page(_page(go.Figure(go.Scatter3d(x=[1], y=[1], z=[1])))) == {"plotly.min.js"}
+    assert oa.scripts_for_page("<p>text only</p>") == set()
+    widget = '<script type="application/vnd.jupyter.widget-view+json">{}</script>'
+    assert {"require.js", "embed-amd.js"} <= oa.scripts_for_page(widget)
+    assert oa.CARTESIAN_TRACES <= oa.all_trace_types()
+
+
+def test_binder_url_is_built_from_the_repository_setting():
+    oa = _offline_assets()
+    opts = {"repository_url": "https://github.com/org/repo", "repository_branch": "dev",
+            "launch_buttons": {"binderhub_url": "https://mybinder.org/"}, "path_to_docs": ""}
+    assert oa.binder_tree_url(opts) == "https://mybinder.org/v2/gh/org/repo/dev?urlpath=lab/tree/"
+    assert oa.binder_tree_url({**opts, "repository_url": "https://gitlab.com/a/b"}) is None
+
+
+def test_page_figures_are_responsive(monkeypatch):
+    """A fixed figure width would be cut off on a phone: the HTML drops it (the JSON keeps it)."""
+    monkeypatch.delenv(dp.HTML_ONLY_ENV, raising=False)
+    fig = go.Figure(go.Scatter(y=[1, 2]), layout=dict(width=900, height=300))
+    bundle = dp.BookRenderer().to_mimebundle(fig.to_dict())
+    assert '"width":900' not in bundle["text/html"].replace(" ", "")
+    assert bundle[PLOTLY_MIME]["layout"]["width"] == 900
+    assert '"responsive":true' in bundle["text/html"].replace(" ", "")
+
+
+def test_cloud_extent_shows_the_bulk_not_the_outliers():
+    G = torch.cat([0.01 * torch.randn(500, 5, generator=torch.Generator().manual_seed(0)),
+                   torch.tensor([[0.4, 0, 0, 0, 0]])]).double()
+    basis = torch.eye(5, dtype=torch.float64)[:2]
+    ext = dp.cloud_extent(G, basis)
+    assert 0.01 < ext < 0.1                       # the bulk, not the 0.4 outlier
+    assert dp.cloud_extent(G, basis, quantile=1.0, pad=1.0) == pytest.approx(0.4)
+    with pytest.raises(ValueError, match="quantile"):
+        dp.cloud_extent(G, basis, quantile=0.0)
+
+
+def test_page_figures_store_float32(monkeypatch):
+    """float64 data go into the page as float32 (half the weight); tiny values stay float64."""
+    monkeypatch.delenv(dp.HTML_ONLY_ENV, raising=False)
+    z = np.linspace(0.0, 1.0, 400).reshape(20, 20)
+    html = dp.BookRenderer().to_mimebundle(go.Figure(go.Heatmap(z=z)).to_dict())["text/html"]
+    assert '"dtype":"f4"' in html.replace(" ", "") and '"dtype":"f8"' not in html.replace(" ", "")
+    tiny = dp.BookRenderer().to_mimebundle(go.Figure(go.Scatter(y=np.array([1e-40, 1.0]))).to_dict())["text/html"]
+    assert '"dtype":"f8"' in tiny.replace(" ", "")

@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -87,6 +88,13 @@ BOOK_TAGS = {"hide-input", "hide-output", "hide-cell", "remove-input", "remove-o
 NETWORK_KEYS = ("requirements", "environment")
 NETWORK_GENERATE_KEYS = ("token", "course_id", "assignment_id")
 CONFIG_MARK = "# ASSIGNMENT CONFIG"
+#: Seconds one ``otter assign`` may take (with ``--check`` it executes the chapter once).
+ASSIGN_TIMEOUT = 600
+#: Environment for every execution without a browser: ``dpclip_lab.plotting.live`` then draws
+#: no ipywidgets. nbclient (inside otter) answers ipywidgets' Output widget with messages on
+#: the shell socket while it awaits the cell's reply on that socket, and can miss the reply
+#: and wait forever (see the docstring of ``dpclip_lab.plotting.live``).
+HEADLESS_ENV = {"DPCLIP_HEADLESS": "1"}
 
 
 def assignment_config(path: Path) -> dict | None:
@@ -146,7 +154,12 @@ def assign(master: Path, out: Path = DEFAULT_OUT, *, check: bool = False) -> Pat
     cmd = [sys.executable, "-m", "otter", "assign", "--no-pdfs", str(master), str(result)]
     if not check:
         cmd.insert(5, "--no-run-tests")
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=master.parent)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=master.parent,
+                              env={**os.environ, **HEADLESS_ENV}, timeout=ASSIGN_TIMEOUT,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"otter assign on {master} took more than {ASSIGN_TIMEOUT} s") from None
     if proc.returncode != 0:
         raise SystemExit(f"otter assign failed on {master}:\n{proc.stdout}\n{proc.stderr}")
     for sub in ("student", "autograder"):

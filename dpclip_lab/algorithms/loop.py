@@ -23,9 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import os
+
 import torch
 
-from .._validation import check_finite_tensor, check_int
+from .._validation import as_clip_norm, check_finite_tensor, check_int
 from ..sampling import Sampler, sampling_event
 from .oracles import as_oracle
 from .updates import make_update
@@ -51,8 +53,15 @@ def sweep_grid(clip_norms, n_seeds: int, *, dtype=torch.float64, device=None) ->
     ``dp_sgd(..., clip_norm=sweep_grid(Cs, 16))`` runs ``len(Cs) × 16`` runs as one
     tensor program; reshape results as ``[len(Cs), 16, ...]``.
     """
-    c = torch.as_tensor(clip_norms, dtype=dtype, device=device).reshape(-1)
-    return c.repeat_interleave(check_int(n_seeds, "n_seeds", minimum=1))
+    k = check_int(n_seeds, "n_seeds", minimum=1)
+    if clip_norms is None or isinstance(clip_norms, (str, bytes)):
+        raise TypeError(f"clip_norms must be a sequence or tensor of positive numbers, got {clip_norms!r}")
+    try:
+        c = torch.as_tensor(clip_norms, dtype=dtype, device=device).reshape(-1)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise TypeError(f"clip_norms must be a sequence or tensor of positive numbers: {err}") from None
+    as_clip_norm(c, c, "clip_norms")  # positive and finite (in dtype), at least one
+    return c.repeat_interleave(k)
 
 
 @dataclass
@@ -97,6 +106,8 @@ def _lr_fn(lr, runs, like):
 
 
 def _check_lr(v):
+    if isinstance(v, (str, bytes, bool)) or v is None:
+        raise TypeError(f"lr must be a positive float, a tensor [R] or a callable step -> float, got {v!r}")
     try:
         f = float(v)
     except (TypeError, ValueError):
@@ -139,7 +150,16 @@ def run(grad_fn, theta0: torch.Tensor, *, steps: int, lr, sampler: Sampler, priv
                          f"{tuple(theta0.shape) if isinstance(theta0, torch.Tensor) else type(theta0).__name__}")
     check_finite_tensor(theta0, "theta0")
     steps = check_int(steps, "steps", minimum=0)
+    if project is not None and not callable(project):
+        raise TypeError(f"project must be a callable theta -> theta (e.g. project_l2_ball(R)) or None, "
+                        f"got {type(project).__name__}")
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be a callable (t, theta, stats) or None, got {type(callback).__name__}")
     oracle = as_oracle(grad_fn)
+    X = getattr(oracle, "X", None)
+    if isinstance(X, torch.Tensor) and (X.dtype != theta0.dtype or X.device != theta0.device):
+        raise TypeError(f"theta0 must have the problem's dtype and device ({X.dtype}, {X.device}), got "
+                        f"({theta0.dtype}, {theta0.device}); convert one of them (e.g. theta0.to(problem.X))")
     p = theta0.shape[-1]
     if hasattr(oracle, "p") and oracle.p != p:
         raise ValueError(f"theta0 must have last dimension p = {oracle.p} (the problem's features), "
@@ -163,7 +183,10 @@ def run(grad_fn, theta0: torch.Tensor, *, steps: int, lr, sampler: Sampler, priv
     hist: dict[str, list] = {}
 
     from tqdm.auto import tqdm
-    bar = tqdm(range(steps), disable=(progress is False), delay=0 if progress else 3.0,
+    # No bar when a notebook is executed headless (book build, grading): a tqdm widget would be
+    # frozen into the static page (megabytes of widget state) — see dpclip_lab.plotting.headless.
+    quiet = progress is None and "1" in (os.environ.get("DPCLIP_HEADLESS"), os.environ.get("DPCLIP_HTML_ONLY"))
+    bar = tqdm(range(steps), disable=(progress is False) or quiet, delay=0 if progress else 3.0,
                desc=type(privatizer).__name__, leave=False)
     with torch.no_grad():
         for t in bar:
