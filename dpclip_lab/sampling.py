@@ -36,7 +36,7 @@ import torch
 from ._validation import check_int, check_nonnegative
 
 __all__ = ["Batch", "Sampler", "PoissonSampler", "ShuffleSampler", "WithReplacementSampler",
-           "FullBatchSampler", "make_sampler", "sampling_event", "events", "SAMPLING_SCHEMES"]
+           "FullBatchSampler", "make_sampler", "sampling_event", "events", "SAMPLING_SCHEMES", "poisson_positions"]
 
 SAMPLING_SCHEMES = ("poisson", "shuffle", "with_replacement", "full")
 
@@ -124,10 +124,51 @@ class PoissonSampler(Sampler):
     name = "poisson"
 
     def sample(self, step, runs, generator, device, dtype=torch.float32):
-        u = torch.rand((runs, self.n), generator=generator, device=device, dtype=torch.float64)
-        member = u < self.sample_rate
-        sizes = member.sum(1, dtype=torch.int32).to(dtype)  # exact count, then cast (bf16 sums drift)
-        return Batch(None, member.to(dtype), float(self.batch_size), sizes)
+        q = self.sample_rate
+        if q >= 1.0:
+            mask = torch.ones((runs, self.n), device=device, dtype=dtype)
+            return Batch(None, mask, float(self.batch_size), torch.full((runs,), self.n, device=device).to(dtype))
+        pos = poisson_positions(self.n, q, runs, generator, device)          # [R, K], n = "not a member"
+        mask = torch.zeros((runs, self.n + 1), device=device, dtype=dtype)
+        mask.scatter_(1, pos, 1.0)
+        mask = mask[:, : self.n]
+        sizes = (pos < self.n).sum(1, dtype=torch.int32).to(dtype)  # exact count, then cast (bf16 sums drift)
+        return Batch(None, mask, float(self.batch_size), sizes)
+
+
+def poisson_positions(n: int, q: float, runs: int, generator: torch.Generator, device) -> torch.Tensor:
+    """Members of ``runs`` independent Poisson(q) subsets of ``range(n)``, by geometric gaps.
+
+    The gap before the next member is ``G = ⌊log U / log(1 − q)⌋ ~ Geometric(q)``
+    (failures before a success), ``U`` uniform on (0, 1] in **float64**, so each
+    example is a member independently with probability q up to float64 rounding
+    (``rand(float32) < q`` would quantize q; see the class docstring). Drawing
+    ``≈ nq + 6 sd`` gaps per run instead of n uniforms makes sampling O(nq) random
+    numbers per run — the cost that dominated batched GLP sweeps. If a run's gaps
+    do not reach n (probability < 1e-9 per step), more are drawn: the result is
+    exact, not truncated.
+
+    Returns
+    -------
+    LongTensor ``[runs, K]``: sorted member indices per run, padded with ``n``.
+    """
+    log1mq = math.log1p(-q)
+    mean = n * q
+    k = int(mean + 6.0 * math.sqrt(mean * (1 - q)) + 16)
+    start = torch.full((runs, 1), -1, dtype=torch.int64, device=device)
+    chunks = []
+    while True:
+        u = torch.rand((runs, k), generator=generator, device=device, dtype=torch.float64)
+        # 1 - u lies in (0, 1]; log of it / log(1-q) >= 0; floor -> gap; +1 -> step to the next member.
+        steps = torch.floor(torch.log1p(-u) / log1mq).clamp_(max=n).to(torch.int64).add_(1)
+        pos = steps.cumsum_(1).add_(start)
+        chunks.append(pos)
+        start = pos[:, -1:]
+        if bool((start >= n).all()):
+            break
+        k = max(16, k // 4)
+    pos = chunks[0] if len(chunks) == 1 else torch.cat(chunks, 1)
+    return pos.clamp_(max=n)
 
 
 class ShuffleSampler(Sampler):

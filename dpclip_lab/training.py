@@ -23,7 +23,7 @@ from ._validation import check_int
 from .algorithms.adaptive_clipping import default_count_noise_std
 from .algorithms.dice_sgd import DiceSGDResult
 from .algorithms.loop import DPResult, finish, run
-from .per_sample import per_sample_grads
+from .per_sample import check_module_inputs, per_sample_grads
 from .privatizers import ErrorFeedbackPrivatizer, GaussianPrivatizer, QuantilePrivatizer
 from .sampling import make_sampler
 
@@ -73,7 +73,7 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
           method: str = "dp_sgd", pre_clip_std: float = 0.0, feedback_clip_norm=None,
           target_quantile: float = 0.5, clip_lr: float = 0.2, count_noise_std=None,
           optimizer="sgd", seed=None, log_every: int = 10, monitor: tuple | None = None,
-          progress: bool | None = None) -> DPResult:
+          progress: bool | None = None, per_example: str = "auto") -> DPResult:
     """Privately train ``model`` on ``(inputs, targets)``; the model ends with the released θ.
 
     Parameters
@@ -93,9 +93,20 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
         (``feedback_clip_norm`` = C2), or Andrew et al.'s quantile clipping.
     log_every : int
         Every ``log_every`` steps, evaluate loss and accuracy on ``monitor``
-        (default: the first ≤ 512 training examples).
+        (default: the first ``min(batch_size, 512)`` training examples).
     progress : bool or None
         tqdm bar (None: only for runs longer than ~3 s).
+    per_example : {"auto", "ghost", "materialize"}
+        How per-example norms and clipped sums are computed: layer by layer without
+        per-example gradients (:mod:`dpclip_lab.ghost`; ``"auto"`` uses it whenever the
+        model is supported), or materialized with ``torch.func`` (``"materialize"``).
+        Both give the same result up to rounding.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Naming the problem: empty or mismatched data, a BatchNorm layer in training
+        mode (use GroupNorm), inputs whose dtype differs from the model's parameters.
 
     Returns
     -------
@@ -103,9 +114,14 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
     ``iterates=None``, ``history["fraction_clipped"]`` and ``history["batch_size"]``
     per step, and ``extra["log"]``: a dict of lists ``step``, ``loss``, ``accuracy``.
     """
+    check_module_inputs(model, inputs, targets)   # tensors, same non-zero n, no BatchNorm, dtypes
     n = check_int(inputs.shape[0], "n", minimum=1)
-    if targets.shape[0] != n:
-        raise ValueError(f"inputs and targets must have the same number of examples, got {n} and {targets.shape[0]}")
+    if not _trainable(model):
+        raise ValueError("model has no trainable parameters (requires_grad=True)")
+    if monitor is not None:
+        if not (isinstance(monitor, tuple) and len(monitor) == 2):
+            raise TypeError("monitor must be a tuple (inputs, targets)")
+        check_module_inputs(model, *monitor)
     log_every = check_int(log_every, "log_every", minimum=1)
     sampler = make_sampler(sampling, n, batch_size)
     if method == "dp_sgd":
@@ -124,7 +140,10 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
 
     params = _trainable(model)
     theta0 = parameters_to_vector(params).detach().clone()
-    mon_x, mon_y = monitor if monitor is not None else (inputs[:512], targets[:512])
+    # Default monitor: as many examples as a batch (at most 512), so that logging every
+    # 10 steps costs about 1/30 of a step (512 examples at batch 64 cost a quarter of a step).
+    k = min(512, sampler.batch_size)
+    mon_x, mon_y = monitor if monitor is not None else (inputs[:k], targets[:k])
     log = {"step": [], "loss": [], "accuracy": [], "fraction_clipped": []}
 
     def callback(t, theta, stats):
@@ -136,7 +155,8 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
             log["accuracy"].append(acc)
             log["fraction_clipped"].append(float(stats["fraction_clipped"][0]))
 
-    grad_fn = module_grad_fn(model, loss_fn, inputs, targets)
+    from .ghost import ModuleOracle  # the layer-wise oracle (falls back to module_grad_fn)
+    grad_fn = ModuleOracle(model, loss_fn, inputs, targets, mode=per_example)
     traj = run(grad_fn, theta0, steps=steps, lr=lr, sampler=sampler, privatizer=privatizer, update=optimizer,
                seed=seed, keep_iterates=False, progress=progress, callback=callback)
     with torch.no_grad():

@@ -38,11 +38,14 @@ __all__ = [
     "RDPAccountant",
 ]
 
-#: Default RDP orders: dense and fractional near 1 (large ε), every integer up to 64,
-#: then a coarse geometric tail to 2048 (tiny ε).
+#: Default RDP orders: dense and fractional near 1 (large ε), every tenth up to 11 and
+#: every integer up to 64 (a superset of Opacus's default orders 1.1, 1.2, …, 10.9,
+#: 12, …, 63, so that ε is never looser than Opacus's on the same conversion beyond
+#: ~1e-10 relative, where our fractional-order values are rounded up), then a
+#: coarse geometric tail to 2048 (tiny ε).
 DEFAULT_ORDERS = np.unique(np.concatenate([
     np.round(np.arange(1.01, 1.1, 0.01), 2),
-    np.round(np.arange(1.1, 3.0, 0.1), 1),
+    np.round(np.arange(1.1, 11.0, 0.1), 1),
     np.arange(3.0, 10.0, 0.25),
     np.arange(10, 65, 1.0),
     [72, 80, 96, 112, 128, 160, 192, 256, 320, 384, 512, 768, 1024, 1536, 2048.0],

@@ -1,0 +1,237 @@
+"""Private training through the public ``dl.train`` vs plain SGD vs Opacus (issue #11's table).
+
+Run:  .venv/bin/python benchmarks/bench_train.py [--quick] [--device cuda]
+
+For each case (the benchmarks' small CNN on 8×8 and 28×28 random inputs, batch 64
+and 256), contenders take ``K`` optimizer steps on batches of the same expected
+size drawn from the same data set, interleaved round by round:
+
+* ``plain SGD``: ``torch.optim.SGD``, fixed-size random batches (index + forward + backward + step);
+* ``dl.train DP-SGD`` / ``dl.train DiceSGD``: ``dl.train(..., steps=K)`` with its defaults
+  (Poisson sampling, logging every 10 steps on ≤ 512 examples), layer-wise clipping
+  (:mod:`dpclip_lab.ghost`, chosen automatically);
+* ``dl.train DP-SGD (torch.func)``: the same with ``per_example="materialize"``;
+* ``Opacus hooks``: ``GradSampleModule`` + ``DPOptimizer`` (Opacus 1.6), fixed-size batches;
+* ``Opacus ghost``: ``PrivacyEngine.make_private(..., grad_sample_mode="ghost")``.
+
+A ratio is the median over rounds of the ratio within a round (robust to load from
+other processes). The last section reports ``dl.train``'s own overhead (a step of
+``dl.train`` vs the bare oracle + noise + update on the same batch) and peak RSS of a
+process running only a plain SGD step or only a ``dl.train`` DP-SGD step (28×28, batch 256).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from dpclip_lab.training import train  # noqa: E402
+
+K = 10  # optimizer steps per timed call
+
+
+def small_cnn(side: int) -> nn.Module:
+    k = side // 4
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(32 * k * k, 10))
+
+
+def interleaved(fns: dict, repeats: int) -> dict:
+    times = {k: [] for k in fns}
+    for f in fns.values():
+        f()
+    for _ in range(repeats):
+        for k, f in fns.items():
+            t = time.perf_counter()
+            f()
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            times[k].append((time.perf_counter() - t) / K)
+    return times
+
+
+def paired(t, a, b):
+    return statistics.median(x / y for x, y in zip(t[a], t[b]))
+
+
+def contenders(side, batch, device, n=4096):
+    torch.manual_seed(0)
+    X = torch.randn(n, 1, side, side, device=device)
+    y = torch.randint(0, 10, (n,), device=device)
+    g = torch.Generator(device=device).manual_seed(1)
+
+    def batches():
+        return torch.randint(0, n, (batch,), generator=g, device=device)
+
+    m_plain = small_cnn(side).to(device)
+    opt = torch.optim.SGD(m_plain.parameters(), lr=0.01)
+
+    def plain():
+        for _ in range(K):
+            i = batches()
+            opt.zero_grad(set_to_none=True)
+            F.cross_entropy(m_plain(X[i]), y[i]).backward()
+            opt.step()
+
+    m_ours = small_cnn(side).to(device)
+    kw = dict(steps=K, lr=0.01, clip_norm=1.0, noise_multiplier=1.0, batch_size=batch, progress=False)
+    seed = iter(range(10**9))
+    fns = {"plain SGD": plain,
+           "dl.train DP-SGD": lambda: train(m_ours, F.cross_entropy, X, y, seed=next(seed), **kw),
+           "dl.train DiceSGD": lambda: train(m_ours, F.cross_entropy, X, y, seed=next(seed), method="dice_sgd",
+                                             feedback_clip_norm=2.0, **kw),
+           "dl.train DP-SGD (torch.func)": lambda: train(m_ours, F.cross_entropy, X, y, seed=next(seed),
+                                                         per_example="materialize", **kw)}
+    try:
+        from opacus import GradSampleModule, PrivacyEngine
+        from opacus.optimizers import DPOptimizer
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m_op = GradSampleModule(small_cnn(side).to(device))
+            op_opt = DPOptimizer(torch.optim.SGD(m_op.parameters(), lr=0.01), noise_multiplier=1.0,
+                                 max_grad_norm=1.0, expected_batch_size=batch)
+            loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y), batch_size=batch)
+            pe = PrivacyEngine()
+            m_gh = small_cnn(side).to(device)
+            m_gh, gh_opt, gh_crit, _ = pe.make_private(
+                module=m_gh, optimizer=torch.optim.SGD(m_gh.parameters(), lr=0.01), data_loader=loader,
+                criterion=nn.CrossEntropyLoss(), noise_multiplier=1.0, max_grad_norm=1.0,
+                grad_sample_mode="ghost", poisson_sampling=False)
+
+        def opacus_hooks():
+            for _ in range(K):
+                i = batches()
+                op_opt.zero_grad(set_to_none=True)
+                F.cross_entropy(m_op(X[i]), y[i]).backward()
+                op_opt.step()
+
+        def opacus_ghost():
+            for _ in range(K):
+                i = batches()
+                gh_opt.zero_grad(set_to_none=True)
+                gh_crit(m_gh(X[i]), y[i]).backward()
+                gh_opt.step()
+
+        fns["Opacus hooks"] = opacus_hooks
+        fns["Opacus ghost"] = opacus_ghost
+    except ImportError:  # pragma: no cover
+        pass
+    return fns
+
+
+def overhead(side, batch, repeats, device):
+    """dl.train per step vs the bare step (oracle.reduce + noise + SGD update) on the same batches."""
+    from dpclip_lab.ghost import ModuleOracle
+    from dpclip_lab.per_sample import flat_params
+    from dpclip_lab.privatizers import GaussianPrivatizer
+    from dpclip_lab.sampling import make_sampler
+    torch.manual_seed(0)
+    n = 4096
+    X = torch.randn(n, 1, side, side, device=device)
+    y = torch.randint(0, 10, (n,), device=device)
+    m = small_cnn(side).to(device)
+    oracle = ModuleOracle(m, F.cross_entropy, X, y)
+    priv = GaussianPrivatizer(1.0, 1.0)
+    theta = flat_params(m).unsqueeze(0)
+    state = priv.init_state(1, theta.shape[1], theta)
+    gen = torch.Generator(device=device).manual_seed(0)
+    sampler = make_sampler("poisson", n, batch)
+    fixed = [sampler.sample(t, 1, gen, device, theta.dtype) for t in range(K)]
+
+    def bare():
+        th = theta
+        for b in fixed:
+            d, _ = priv(oracle, th, b, state, gen)
+            th = th - 0.01 * d
+
+    kw = dict(steps=K, lr=0.01, clip_norm=1.0, noise_multiplier=1.0, batch_size=batch, progress=False, seed=0)
+    fns = {"bare step": bare,
+           "dl.train": lambda: train(m, F.cross_entropy, X, y, **kw),
+           "dl.train, 1-example monitor": lambda: train(m, F.cross_entropy, X, y, monitor=(X[:1], y[:1]), **kw)}
+    return interleaved(fns, repeats)
+
+
+RSS_CHILD = r"""
+import sys, torch, torch.nn.functional as F
+torch.set_num_threads(1)
+sys.path[:0] = [{root!r}, {root!r} + "/benchmarks"]
+from bench_train import small_cnn
+from dpclip_lab.training import train
+torch.manual_seed(0)
+X = torch.randn(2048, 1, 28, 28); y = torch.randint(0, 10, (2048,))
+m = small_cnn(28)
+def hwm():  # VmHWM (KiB): peak RSS of this process image (ru_maxrss would inherit the parent's)
+    return float(next(l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM")))
+base = hwm()
+if {mode!r} == "plain":
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    for _ in range(5):
+        i = torch.randint(0, 2048, (256,))
+        opt.zero_grad(); F.cross_entropy(m(X[i]), y[i]).backward(); opt.step()
+else:
+    train(m, F.cross_entropy, X, y, steps=5, lr=0.01, clip_norm=1.0, noise_multiplier=1.0, batch_size=256,
+          progress=False, seed=0, per_example={mode!r})
+peak = hwm()
+print(base, peak)
+"""
+
+
+def peak_rss(mode: str) -> tuple[float, float]:
+    """(RSS before the steps, peak RSS) in MiB of a fresh process running 5 steps (28×28, batch 256)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", RSS_CHILD.format(root=root, mode=mode)], capture_output=True,
+                         text=True, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"}).stdout.split()
+    return float(out[0]) / 1024, float(out[1]) / 1024
+
+
+def main(quick=False, device="cpu"):
+    torch.set_num_threads(1)
+    reps = 5 if quick else 11
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), {device}, float32; "
+          f"load average {os.getloadavg()[0]:.2f}")
+    print(f"\n{'case':<22}| {'contender':<30}| ms/step | / SGD | / Opacus hooks | / Opacus ghost")
+    for side, batch in ((8, 64), (8, 256), (28, 64), (28, 256)):
+        t = interleaved(contenders(side, batch, device), reps)
+        for name in t:
+            if name == "plain SGD":
+                continue
+            ms = statistics.median(t[name]) * 1e3
+            hooks = f"{paired(t, name, 'Opacus hooks'):14.2f}" if "Opacus hooks" in t else " " * 14
+            ghost = f"{paired(t, name, 'Opacus ghost'):14.2f}" if "Opacus ghost" in t else ""
+            print(f"CNN {side}x{side}, batch {batch:<4}| {name:<30}| {ms:7.2f} | {paired(t, name, 'plain SGD'):5.2f} "
+                  f"| {hooks} | {ghost}")
+        print(f"{'':<22}| {'plain SGD':<30}| {statistics.median(t['plain SGD']) * 1e3:7.2f} |")
+    print("\ndl.train's own overhead per step (CNN 8x8 and 28x28, batch 64; default logging evaluates\n"
+          "512 examples every 10 steps, the 1-example monitor leaves sampling, flattening, setup):")
+    for side in (8, 28):
+        t = overhead(side, 64, reps, device)
+        for name in ("dl.train", "dl.train, 1-example monitor"):
+            print(f"  {side}x{side}: {name:<24} / bare step = {paired(t, name, 'bare step'):.3f}")
+    if device == "cpu":
+        print("\npeak RSS, fresh process, CNN 28x28, batch 256 (MiB: before steps -> peak):")
+        plain = peak_rss("plain")
+        for mode in ("auto", "materialize"):
+            ours = peak_rss(mode)
+            print(f"  dl.train ({mode}): {ours[0]:.0f} -> {ours[1]:.0f}; plain SGD {plain[0]:.0f} -> {plain[1]:.0f}; "
+                  f"peak ratio {ours[1] / plain[1]:.2f}, increment ratio "
+                  f"{(ours[1] - ours[0]) / max(plain[1] - plain[0], 1e-9):.2f}")
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--device", default="cpu")
+    a = ap.parse_args()
+    main(a.quick, a.device)

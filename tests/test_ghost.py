@@ -1,0 +1,290 @@
+"""Layer-wise clipping (dpclip_lab.ghost) equals the materialized torch.func path."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import dpclip_lab.ghost as ghost
+from dpclip_lab.algorithms.oracles import CallableOracle
+from dpclip_lab.ghost import ModuleOracle, SelfAttention, TinySequenceModel, supports, unsupported_parameters
+from dpclip_lab.per_sample import flat_params
+from dpclip_lab.privatizers import clip_scale, normalize_scale
+from dpclip_lab.sampling import Batch, make_sampler, poisson_positions
+from dpclip_lab.training import module_grad_fn, train
+
+RTOL = 1e-6
+
+
+def small_cnn(side=8, norm=False):
+    k = side // 4
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), *( [nn.GroupNorm(4, 32)] if norm else []), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(32 * k * k, 10))
+
+
+def _rel(a, b):
+    return float((a - b).norm() / b.norm().clamp(min=1e-300))
+
+
+def _compare(model, X, y, loss=F.cross_entropy, runs=1, q=0.5, normalize=False, seed=0):
+    """Sums of the layer-wise oracle vs the materialized one on one Poisson batch."""
+    model = model.double()
+    theta = flat_params(model).unsqueeze(0).expand(runs, -1).clone()
+    if runs > 1:
+        theta = theta + 0.01 * torch.randn(theta.shape, generator=torch.Generator().manual_seed(1), dtype=theta.dtype)
+    fast = ModuleOracle(model, loss, X, y)
+    assert fast.use_ghost
+    ref = CallableOracle(_batched_grad_fn(model, loss, X, y))
+    g = torch.Generator().manual_seed(seed)
+    batch = make_sampler("poisson", X.shape[0], max(1, int(q * X.shape[0]))).sample(0, runs, g, "cpu", torch.float64)
+    C = torch.linspace(0.05, 0.5, runs, dtype=torch.float64)
+    scale = (lambda n: normalize_scale(n, C)) if normalize else (lambda n: clip_scale(n, C))
+    a = fast.reduce(theta, batch, scale, need_raw=True)
+    b = ref.reduce(theta, batch, scale, need_raw=True)
+    assert fast.fallbacks == 0
+    for name in ("scaled", "raw", "norms"):
+        assert _rel(getattr(a, name), getattr(b, name)) < RTOL, name
+    assert bool((a.norms > 0).any())
+    return a
+
+
+def _batched_grad_fn(model, loss, X, y):
+    one = module_grad_fn(model, loss, X, y)
+
+    def fn(theta, idx):
+        if theta.dim() == 1:
+            return one(theta, idx)
+        return torch.stack([one(theta[r], idx[r] if idx.dim() == 2 else idx) for r in range(theta.shape[0])])
+    return fn
+
+
+@pytest.fixture(params=["auto", "ghost", "bookkeeping"])
+def strategy(request, monkeypatch):
+    monkeypatch.setattr(ghost, "STRATEGY", request.param)
+    return request.param
+
+
+def _x(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def _cls(n, k, seed=1):
+    return torch.randint(0, k, (n,), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("layer,shape", [
+    (lambda: nn.Linear(5, 3), (5,)),
+    (lambda: nn.Linear(5, 3, bias=False), (5,)),
+    (lambda: nn.Linear(5, 3), (4, 5)),                       # a sequence: T = 4 positions
+    (lambda: nn.Conv1d(3, 4, 3, padding=1), (3, 9)),
+    (lambda: nn.Conv1d(3, 4, 3, stride=2, dilation=2), (3, 11)),
+    (lambda: nn.Conv1d(4, 4, 3, groups=2, padding="same", padding_mode="circular"), (4, 7)),
+    (lambda: nn.Conv2d(2, 4, 3, padding=1), (2, 6, 6)),
+    (lambda: nn.Conv2d(2, 4, (3, 2), stride=(2, 1), dilation=(1, 2), padding="valid"), (2, 7, 6)),
+    (lambda: nn.Conv2d(2, 4, 3, padding="same", padding_mode="reflect", bias=False), (2, 5, 5)),
+    (lambda: nn.Conv2d(4, 6, 3, groups=2, padding=1), (4, 5, 5)),
+    (lambda: nn.LayerNorm(6), (3, 6)),
+    (lambda: nn.LayerNorm((2, 3)), (2, 3)),
+    (lambda: nn.GroupNorm(2, 4), (4, 3, 3)),
+])
+def test_every_layer_type_matches_materialized(layer, shape, strategy):
+    torch.manual_seed(0)
+    lay = layer()
+    with torch.no_grad():  # non-trivial affine parameters for the norm layers
+        for p in lay.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    model = nn.Sequential(lay, nn.Tanh(), nn.Flatten(), nn.LazyLinear(3))
+    model(torch.zeros(1, *shape))  # materialize the lazy layer
+    _compare(model, _x(24, *shape), _cls(24, 3))
+
+
+def test_embedding_with_padding_idx_and_repeated_tokens(strategy):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(7, 4, padding_idx=0), nn.Flatten(), nn.Linear(20, 2))
+    ids = torch.randint(0, 7, (30, 5), generator=torch.Generator().manual_seed(2))  # repeats within examples
+    _compare(model, ids, _cls(30, 2))
+
+
+def test_module_called_twice_and_frozen_parameter(strategy):
+    class Twice(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.shared = nn.Linear(4, 4)
+            self.head = nn.Linear(4, 2)
+            self.head.bias.requires_grad_(False)
+
+        def forward(self, x):
+            return self.head(torch.tanh(self.shared(torch.tanh(self.shared(x)))))
+
+    torch.manual_seed(0)
+    _compare(Twice(), _x(20, 4), _cls(20, 2))
+
+
+@pytest.mark.parametrize("runs,normalize", [(1, False), (3, False), (2, True)])
+def test_book_cnn_matches_materialized(runs, normalize):
+    torch.manual_seed(0)
+    _compare(small_cnn(8, norm=True), _x(40, 1, 8, 8), _cls(40, 10), runs=runs, normalize=normalize)
+
+
+def test_book_cnn_28x28_matches_materialized():
+    torch.manual_seed(0)
+    _compare(small_cnn(28), _x(12, 1, 28, 28), _cls(12, 10))
+
+
+def test_sequence_model_matches_materialized(strategy):
+    torch.manual_seed(0)
+    model = TinySequenceModel(vocab=11, d_model=8, n_heads=2, max_len=6, classes=3)
+    assert supports(model)
+    ids = torch.randint(0, 11, (20, 6), generator=torch.Generator().manual_seed(3))
+    _compare(model, ids, _cls(20, 3))
+
+
+def test_self_attention_equals_multihead_attention():
+    torch.manual_seed(0)
+    att = SelfAttention(8, 2).double()
+    mha = nn.MultiheadAttention(8, 2, batch_first=True).double()
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(att.qkv.weight)
+        mha.in_proj_bias.copy_(att.qkv.bias)
+        mha.out_proj.weight.copy_(att.out.weight)
+        mha.out_proj.bias.copy_(att.out.bias)
+    x = _x(3, 5, 8)
+    assert torch.allclose(att(x), mha(x, x, x, need_weights=False)[0], atol=1e-12)
+
+
+def test_mse_loss_and_regression_output():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(5, 8), nn.Tanh(), nn.Linear(8, 1))
+    _compare(model, _x(25, 5), _x(25, 1, seed=4), loss=F.mse_loss)
+
+
+def test_unsupported_models_fall_back_exactly():
+    torch.manual_seed(0)
+    mha = nn.Sequential(nn.Linear(4, 4))
+    mha.att = nn.MultiheadAttention(4, 1, batch_first=True)
+    assert not supports(mha) and any("in_proj_weight" in n for n in unsupported_parameters(mha))
+
+    class Raw(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(3))
+
+        def forward(self, x):
+            return x * self.w
+    assert unsupported_parameters(Raw()) == ["w"]
+    tied = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 3))
+    tied[1].weight = tied[0].weight
+    assert not supports(tied)
+    X, y = _x(10, 3), _cls(10, 3)
+    m = nn.Sequential(nn.Linear(3, 3)).double()
+    m.append(Raw().double())
+    o = ModuleOracle(m, F.cross_entropy, X, y)
+    assert not o.use_ghost
+    with pytest.raises(ValueError, match="ghost"):
+        ModuleOracle(m, F.cross_entropy, X, y, mode="ghost")
+    with pytest.raises(ValueError, match="per_example"):
+        ModuleOracle(m, F.cross_entropy, X, y, mode="fast")
+
+
+def test_runtime_fallback_for_inplace_activation():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 6), nn.ReLU(inplace=True), nn.Linear(6, 2)).double()
+    X, y = _x(16, 4), _cls(16, 2)
+    fast = ModuleOracle(model, F.cross_entropy, X, y)
+    ref = CallableOracle(module_grad_fn(model, F.cross_entropy, X, y))
+    batch = Batch(torch.arange(16), None, 16.0, torch.tensor([16]))
+    theta = flat_params(model).unsqueeze(0)
+    C = torch.tensor([0.1], dtype=torch.float64)
+    a = fast.reduce(theta, batch, lambda n: clip_scale(n, C))
+    b = ref.reduce(theta, batch, lambda n: clip_scale(n, C))
+    assert fast.fallbacks == 1 and not fast.use_ghost
+    assert _rel(a.scaled, b.scaled) < RTOL
+
+
+def test_pre_clip_perturbation_uses_materialized_vectors():
+    torch.manual_seed(0)
+    model = small_cnn(8).double()
+    X, y = _x(16, 1, 8, 8), _cls(16, 10)
+    fast = ModuleOracle(model, F.cross_entropy, X, y)
+    ref = CallableOracle(module_grad_fn(model, F.cross_entropy, X, y))
+    batch = Batch(torch.arange(16), None, 16.0, torch.tensor([16]))
+    theta = flat_params(model).unsqueeze(0)
+    C = torch.tensor([0.1], dtype=torch.float64)
+    a = fast.reduce(theta, batch, lambda n: clip_scale(n, C), pre_clip_std=0.5, generator=torch.Generator().manual_seed(0))
+    b = ref.reduce(theta, batch, lambda n: clip_scale(n, C), pre_clip_std=0.5, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(a.scaled, b.scaled)
+
+
+def test_empty_poisson_batch():
+    model = nn.Sequential(nn.Linear(3, 2)).double()
+    X, y = _x(10, 3), _cls(10, 2)
+    fast = ModuleOracle(model, F.cross_entropy, X, y)
+    batch = Batch(None, torch.zeros(2, 10, dtype=torch.float64), 2.0, torch.zeros(2))
+    s = fast.reduce(flat_params(model).expand(2, -1), batch, None, need_raw=True)
+    assert torch.equal(s.scaled, torch.zeros_like(s.scaled)) and s.raw is not None
+
+
+@pytest.mark.parametrize("method,kw", [("dp_sgd", {}), ("dice_sgd", dict(feedback_clip_norm=2.0)),
+                                       ("adaptive", {})])
+def test_train_ghost_equals_materialized(method, kw):
+    X = _x(64, 1, 8, 8)
+    y = _cls(64, 10)
+    out = {}
+    for mode in ("ghost", "materialize"):
+        torch.manual_seed(0)
+        model = small_cnn(8).double()
+        out[mode] = train(model, F.cross_entropy, X, y, steps=4, lr=0.5, clip_norm=0.5, noise_multiplier=1.0,
+                          batch_size=16, seed=5, progress=False, per_example=mode, method=method, **kw)
+    assert _rel(out["ghost"].theta, out["materialize"].theta) < RTOL
+    assert torch.equal(out["ghost"].history["batch_size"], out["materialize"].history["batch_size"])
+
+
+def test_train_rejects_bad_per_example():
+    X, y = _x(8, 3), _cls(8, 2)
+    with pytest.raises(ValueError, match="per_example"):
+        train(nn.Linear(3, 2).double(), F.cross_entropy, X, y, steps=1, lr=0.1, clip_norm=1.0,
+              noise_multiplier=0.0, batch_size=2, per_example="vmap", progress=False)
+
+
+def test_poisson_positions_are_sorted_members():
+    g = torch.Generator().manual_seed(0)
+    n, q, runs = 500, 0.03, 400
+    pos = poisson_positions(n, q, runs, g, "cpu")
+    members = pos < n
+    assert bool((pos[:, 1:] >= pos[:, :-1]).all())
+    assert bool(((pos[:, 1:] > pos[:, :-1]) | ~members[:, 1:]).all())  # no duplicates
+    counts = torch.zeros(n).index_add_(0, pos[members], torch.ones(int(members.sum())))
+    rate = counts / runs  # every example is a member with probability q
+    assert abs(float(rate.mean()) - q) < 5 * math.sqrt(q * (1 - q) / (n * runs))
+    first, last = float(rate[:100].mean()), float(rate[-100:].mean())
+    assert abs(first - q) < 5 * math.sqrt(q / (100 * runs)) and abs(last - q) < 5 * math.sqrt(q / (100 * runs))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_parity():
+    torch.manual_seed(0)
+    X, y = _x(32, 1, 8, 8), _cls(32, 10)
+    cpu = ModuleOracle(small_cnn(8, norm=True).double(), F.cross_entropy, X, y)
+    torch.manual_seed(0)
+    gpu_model = small_cnn(8, norm=True).double().cuda()
+    gpu = ModuleOracle(gpu_model, F.cross_entropy, X.cuda(), y.cuda())
+    batch = Batch(torch.arange(32), None, 32.0, torch.tensor([32]))
+    gb = Batch(torch.arange(32, device="cuda"), None, 32.0, torch.tensor([32], device="cuda"))
+    C = torch.tensor([0.1], dtype=torch.float64)
+    a = cpu.reduce(flat_params(cpu.model).unsqueeze(0), batch, lambda n: clip_scale(n, C), need_raw=True)
+    b = gpu.reduce(flat_params(gpu_model).unsqueeze(0), gb, lambda n: clip_scale(n, C.cuda()), need_raw=True)
+    assert _rel(b.scaled.cpu(), a.scaled) < RTOL and _rel(b.norms.cpu(), a.norms) < RTOL
+    res = train(gpu_model, F.cross_entropy, X.cuda(), y.cuda(), steps=3, lr=0.1, clip_norm=1.0,
+                noise_multiplier=1.0, batch_size=8, seed=0, progress=False)
+    assert res.theta.is_cuda
+
+
+def test_default_rdp_orders_contain_opacus_defaults():
+    """Issue #11: a superset of Opacus 1.6's DEFAULT_ALPHAS, so the RDP ε is never looser on the same conversion."""
+    import numpy as np
+    from dpclip_lab.accountants import DEFAULT_ORDERS
+    opacus_alphas = [1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64))
+    assert all(np.isclose(DEFAULT_ORDERS, a, rtol=0, atol=1e-12).any() for a in opacus_alphas)
