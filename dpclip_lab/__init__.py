@@ -4,7 +4,7 @@ The package grows with the book: every function a chapter uses is importable her
 """
 __version__ = "0.1.0"
 
-from . import (accountants, algorithms, audit, comparison, data, ghost, huberization, losses, models, noise,
+from . import (accountants, algorithms, audit, comparison, data, geometry, ghost, huberization, losses, models, noise,
                optima, privatizers, sampling, softmax, stability, training)
 from .clipping import clip, clip_factor, clip_per_block, clipped_fraction, safe_norm
 from .glp import GLProblem, MeanEstimation
@@ -29,5 +29,5 @@ __all__ = [
     "dp_sgd_output_perturbation", "dp_sgd_gradient_perturbation", "dp_sgd_adaptive_clipping",
     "project_l2_ball", "project_interval", "sweep_grid", "DPResult", "train",
     "accountants", "algorithms", "data", "softmax", "training", "losses", "huberization", "noise", "optima", "privatizers", "sampling",
-    "audit", "comparison", "ghost", "models", "stability",
+    "audit", "comparison", "geometry", "ghost", "models", "stability",
 ]
