@@ -6,9 +6,12 @@ wrong number (house rule 4).
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from numbers import Real
 
+import numpy as np
 import torch
 
 __all__ = [
@@ -17,11 +20,13 @@ __all__ = [
     "check_probability",
     "check_open_unit",
     "check_int",
+    "check_interval",
     "check_finite_tensor",
     "as_clip_norm",
     "check_in_dtype",
     "check_noise_std",
     "float_dtype_of",
+    "finite_result",
 ]
 
 
@@ -65,6 +70,22 @@ def check_open_unit(value, name: str) -> float:
     v = _as_float(value, name)
     if not (0 < v < 1):
         raise ValueError(f"{name} must lie in (0, 1), got {value!r}")
+    return v
+
+
+def check_interval(value, name: str, low: float, high: float, *, closed: tuple = (True, True)) -> float:
+    """Return ``float(value)`` if it lies in the interval from ``low`` to ``high``.
+
+    ``closed=(True, True)`` is ``[low, high]``; ``(False, True)`` is ``(low, high]``, and so
+    on. Strings, bools, None and NaN raise (``TypeError`` / ``ValueError`` naming ``name``),
+    as for the other checks — ``float("0.5")`` would otherwise slip through.
+    """
+    v = _as_float(value, name)
+    lo_ok = v >= low if closed[0] else v > low
+    hi_ok = v <= high if closed[1] else v < high
+    if not (lo_ok and hi_ok):
+        rng = f"{'[' if closed[0] else '('}{low:g}, {high:g}{']' if closed[1] else ')'}"
+        raise ValueError(f"{name} must lie in {rng}, got {value!r}")
     return v
 
 
@@ -124,6 +145,9 @@ def check_in_dtype(value, like: torch.Tensor, name: str, *, allow_zero: bool = F
     if isinstance(value, torch.Tensor):
         if value.is_complex() or value.dtype == torch.bool:
             raise TypeError(f"{name} must be a real tensor, got dtype {value.dtype}")
+        if value.numel() == 0:
+            raise ValueError(f"{name} must hold at least one value, got an empty tensor of shape "
+                             f"{tuple(value.shape)}")
         raw = value.detach().to(torch.float64) if value.is_floating_point() else value.detach().double()
     else:
         v = check_nonnegative(value, name) if allow_zero else check_positive(value, name)
@@ -178,3 +202,49 @@ def check_noise_std(noise_multiplier, clip_norm: torch.Tensor, name: str = "nois
                          f"{std[~ok].flatten()[0].item()!r} in {clip_norm.dtype}; the product must lie in "
                          f"{_dtype_range(clip_norm.dtype)} (or compute in float64)")
     return z
+
+
+def finite_result(*, nonzero: bool = True, zero_if=None, inf_if=None):
+    """Decorator for closed-form calibrations: the result must be a finite number (non-zero
+    with ``nonzero=True``), or the call raises ``ValueError`` naming every argument.
+
+    Valid but extreme inputs (``epsilon=1e-300``, ``steps=10**15``, ``clip_norm=1e300``) can
+    over- or underflow a float: σ = inf, or σ = 0 — a silent "no noise" — or a bare
+    ``ZeroDivisionError``. ``zero_if(**bound)`` / ``inf_if(**bound)`` say when 0 / inf is the
+    documented answer (e.g. ε = inf for σ = 0). Arrays are checked elementwise.
+    """
+    def deco(f):
+        sig = inspect.signature(f)
+
+        @functools.wraps(f)
+        def wrapper(*args, **kwargs):
+            try:
+                out = f(*args, **kwargs)
+            except (ZeroDivisionError, OverflowError) as err:
+                out, why = None, f"({type(err).__name__}: {err})"
+            else:
+                why = ""
+            try:
+                bound = sig.bind(*args, **kwargs)
+                bound.apply_defaults()
+                named = dict(bound.arguments)
+            except TypeError:
+                named = {}
+            if out is not None:
+                try:
+                    vals = [float(v) for v in np.asarray(out, dtype=float).ravel()]
+                except (TypeError, ValueError):  # not numbers: nothing to check
+                    return out
+                ok = all(not math.isnan(v) for v in vals)
+                if ok and any(math.isinf(v) for v in vals):
+                    ok = bool(inf_if is not None and inf_if(**named))
+                if ok and nonzero and any(v == 0 for v in vals):
+                    ok = bool(zero_if is not None and zero_if(**named))
+                if ok:
+                    return out
+                why = f"= {out!r}"
+            args_txt = ", ".join(f"{k}={v!r}" for k, v in named.items())
+            raise ValueError(f"{f.__name__}({args_txt}) {why} over- or underflows a float; "
+                             f"rescale the inputs ({', '.join(named)})")
+        return wrapper
+    return deco

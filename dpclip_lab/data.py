@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ._validation import check_int, check_open_unit, check_positive
+from ._validation import check_int, check_nonnegative, check_open_unit, check_positive
 from .glp import GLProblem, MeanEstimation
-from .losses import Huber, Logistic, Squared
+from .losses import Huber, Logistic, Loss, Squared
 
 __all__ = [
     "Dataset", "breast_cancer", "digits", "load_mnist", "read_idx", "write_idx",
@@ -53,6 +53,7 @@ def _split_standardize(X, y, *, test_size, seed, intercept, unit_norm, dtype, de
     from sklearn.model_selection import train_test_split
 
     test_size = check_open_unit(test_size, "test_size")
+    seed = check_int(seed, "seed")
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=test_size, random_state=seed, stratify=y)
     mu, sd = Xtr.mean(0), Xtr.std(0)
     sd[sd == 0] = 1.0  # constant pixels in digits
@@ -250,6 +251,7 @@ def song_logistic_lower_bound(n: int, *, dtype=torch.float64, device=None) -> GL
     norm ``L < 1/2`` the clipped objective is minimized at ``θ_huber`` (see
     :func:`song_logistic_huber_minimizer`), an Ω(1) excess risk.
     """
+    _check_float_dtype(dtype)
     n = check_int(n, "n", minimum=1)
     x = torch.cat([torch.full((2 * n,), 0.5), torch.ones(n)]).to(dtype=dtype, device=device)
     y = torch.cat([torch.ones(2 * n), -torch.ones(n)]).to(dtype=dtype, device=device)
@@ -276,6 +278,7 @@ def song_squared_lower_bound(n: int, clip_norm: float, *, dtype=torch.float64, d
     leaves an Ω(L²) excess risk, and Huberizing at 16L (no clipping on
     ``[0, 8L]``) removes it.
     """
+    _check_float_dtype(dtype)
     n = check_int(n, "n", minimum=1)
     L = check_positive(clip_norm, "clip_norm")
     pts = torch.cat([torch.zeros(n), torch.full((n,), L), torch.full((n,), 8 * L)]).to(dtype=dtype, device=device)
@@ -288,12 +291,14 @@ def chen_example1(*, dtype=torch.float64, device=None) -> GLProblem:
     ``x* = 1``; with clip norm ``c = 1`` all three gradients are clipped at
     ``x*`` and the expected clipped gradient there is ``1/3``: clipped SGD moves away.
     """
+    _check_float_dtype(dtype)
     a = torch.tensor([-3.0, -3.0, 9.0], dtype=dtype, device=device)
     return GLProblem(torch.ones_like(a).unsqueeze(1), a, Squared(scale=0.5))
 
 
 def chen_example2(*, dtype=torch.float64, device=None) -> GLProblem:
     """Chen, Wu, Hong (2020), Example 2: ``a = (−3, 3)``; with ``c = 1`` every ``x ∈ [−2, 2]`` is stationary."""
+    _check_float_dtype(dtype)
     a = torch.tensor([-3.0, 3.0], dtype=dtype, device=device)
     return GLProblem(torch.ones_like(a).unsqueeze(1), a, Squared(scale=0.5))
 
@@ -306,9 +311,10 @@ def chen_mixture(n: int = 10_000, p: int = 10, *, seed: int = 0, dtype=torch.flo
     ``N(0, 36 I)``, ``N(0, 4 I)`` and ``N(0, I)``; components equally likely (the
     paper does not give the weights — an assumption, stated in the book).
     """
+    _check_float_dtype(dtype)
     n = check_int(n, "n", minimum=1)
     p = check_int(p, "p", minimum=1)
-    g = torch.Generator().manual_seed(int(seed))
+    g = torch.Generator().manual_seed(check_int(seed, "seed"))
     means = torch.randn(3, p, generator=g, dtype=torch.float64) * torch.tensor([[6.0], [2.0], [1.0]], dtype=torch.float64)
     comp = torch.randint(0, 3, (n,), generator=g)
     Z = means[comp] + torch.randn(n, p, generator=g, dtype=torch.float64)
@@ -329,6 +335,7 @@ def dice_constant_bias(clip_norm: float, *, dtype=torch.float64, device=None) ->
     take ``C' = max(⌊C⌋ + 1, 2)``, which keeps the paper's construction for
     ``C ≥ 1`` and makes the fixed point ``C/C' − 1`` unique for every ``C``.
     """
+    _check_float_dtype(dtype)
     C = check_positive(clip_norm, "clip_norm")
     Cp = max(math.floor(C) + 1, 2)
     xi = torch.tensor([-1.0] * Cp + [float(Cp)], dtype=dtype, device=device)
@@ -348,12 +355,18 @@ def low_rank_glp(n: int, p: int, rank: int, *, loss=None, seed: int = 0, margin_
     problems for different ``p`` are isometric copies of one another, which is
     what lets the book vary only the ambient dimension.
     """
+    _check_float_dtype(dtype)
     n = check_int(n, "n", minimum=1)
     p = check_int(p, "p", minimum=1)
     rank = check_int(rank, "rank", minimum=1)
     if rank > p:
         raise ValueError(f"rank must be <= p, got rank={rank} > p={p}")
-    g = torch.Generator().manual_seed(int(seed))
+    seed = check_int(seed, "seed")
+    # NaN would make every label -1 (a silent one-class problem); 0 gives coin-flip labels
+    margin_scale = check_nonnegative(margin_scale, "margin_scale")
+    if loss is not None and not isinstance(loss, Loss):
+        raise TypeError(f"loss must be a dpclip_lab.losses.Loss, got {type(loss).__name__}")
+    g = torch.Generator().manual_seed(seed)
     A = torch.randn(n, rank, generator=g, dtype=torch.float64)
     A = A / torch.linalg.vector_norm(A, dim=1).max()
     w = torch.randn(rank, generator=g, dtype=torch.float64)

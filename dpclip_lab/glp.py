@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from ._validation import as_clip_norm, check_finite_tensor
+from ._validation import as_clip_norm, check_finite_tensor, check_nonnegative
 from .clipping import clip, safe_norm
 from .huberization import huberized_derivative, huberized_value
 from .losses import Loss
@@ -30,12 +30,15 @@ from .losses import Loss
 __all__ = ["GLProblem", "MeanEstimation"]
 
 
-def _check_theta(theta: torch.Tensor, p: int) -> torch.Tensor:
+def _check_theta(theta: torch.Tensor, p: int, like: torch.Tensor | None = None) -> torch.Tensor:
     if not isinstance(theta, torch.Tensor):
         raise TypeError(f"theta must be a torch.Tensor of shape [..., {p}], got {type(theta).__name__}")
     if theta.dim() == 0 or theta.shape[-1] != p:
         raise ValueError(f"theta must have shape [..., {p}] (p = {p} features), "
                          f"got {tuple(theta.shape)}")
+    if like is not None and (theta.dtype != like.dtype or theta.device != like.device):
+        raise TypeError(f"theta must have the problem's dtype and device ({like.dtype}, {like.device}), got "
+                        f"({theta.dtype}, {theta.device}); convert one of them (e.g. theta.to(X))")
     return check_finite_tensor(theta, "theta")
 
 
@@ -83,7 +86,7 @@ class GLProblem:
             raise ValueError(f"y must have shape [{X.shape[0]}] to match X of shape "
                              f"{tuple(X.shape)}, got {tuple(y.shape)}")
         if X.shape[0] == 0:
-            raise ValueError("the problem needs at least one example (n >= 1)")
+            raise ValueError(f"X must hold at least one example (n >= 1), got shape {tuple(X.shape)}")
         if X.shape[1] == 0:
             raise ValueError("X must have at least one feature column (p >= 1), got shape "
                              f"{tuple(X.shape)}")
@@ -108,9 +111,9 @@ class GLProblem:
 
     def margins(self, theta: torch.Tensor, idx=None) -> torch.Tensor:
         """``z_i = ⟨θ, x_i⟩``: shape ``[..., n]`` (or ``[..., len(idx)]``)."""
-        _check_theta(theta, self.p)
+        _check_theta(theta, self.p, self.X if idx is None or torch.as_tensor(idx).dim() <= 1 else None)
         X, _ = self._rows(idx)
-        if X.dim() == 2:
+        if X.dim() == 2:  # a matmul: theta must have X's dtype (gathered rows below promote instead)
             return theta @ X.T
         return (X * theta.unsqueeze(-2)).sum(-1)  # idx with leading dims: X is [..., b, p]
 
@@ -176,9 +179,14 @@ class GLProblem:
         projector onto the eigenspace of ``Σ x_i x_iᵀ`` with nonzero eigenvalues.
         Computed from the n×n Gram matrix, so ``p = 10^5`` is cheap when n is small.
         """
+        tol = check_nonnegative(tol, "tol")
         gram = self.X @ self.X.T
         evals, evecs = torch.linalg.eigh(gram)
-        keep = evals > tol * evals.max().clamp_min(torch.finfo(self.X.dtype).tiny)
+        # Relative cut-off no finer than the dtype's rounding of an n×n eigenproblem: in float32,
+        # tol = 1e-10 would count rounding noise (~1e-7 relative) as extra directions (rank > p).
+        fi = torch.finfo(self.X.dtype)
+        cut = max(float(tol), 10.0 * max(self.n, self.p) * fi.eps)
+        keep = evals > cut * evals.max().clamp_min(fi.tiny)
         basis = (evecs[:, keep] / evals[keep].sqrt()).T @ self.X
         return basis
 
@@ -189,7 +197,7 @@ class GLProblem:
 
     def seminorm(self, theta: torch.Tensor) -> torch.Tensor:
         """``||θ||_M = ||Mθ||_2``, the seminorm of Song et al. Thm 4.1 (``[...]``)."""
-        _check_theta(theta, self.p)
+        _check_theta(theta, self.p, self.X)
         return torch.linalg.vector_norm(theta @ self.feature_basis().T, dim=-1)
 
     @property
@@ -218,7 +226,9 @@ class GLProblem:
                              "(e.g. 1.0 for the lab's unit-norm data sets); a privacy calibration must not "
                              "read it from the private rows")
         R = check_positive(feature_bound, "feature_bound")
-        if float(self.feature_norms.max()) > R * (1 + 1e-9):
+        # slack: the dtype's rounding only (a unit-norm row stored in float32 has norm 1 ± 1e-7)
+        rtol = max(1e-9, 8 * torch.finfo(self.X.dtype).eps)
+        if float(self.feature_norms.max()) > R * (1 + rtol):
             raise ValueError(f"feature_bound={R:g} is violated: some training rows have ||x|| > feature_bound; "
                              "clip or rescale the features to the stated domain first")
         if self.loss.needs_pm1_labels:
@@ -227,7 +237,7 @@ class GLProblem:
             raise ValueError(f"label_bound is required for {self.loss!r}: its |f'(0; y)| grows with |y|, so "
                              "state a bound on |y| over the data domain")
         Y = check_positive(label_bound, "label_bound")
-        if float(self.y.abs().max()) > Y * (1 + 1e-9):
+        if float(self.y.abs().max()) > Y * (1 + rtol):
             raise ValueError(f"label_bound={Y:g} is violated: some training labels have |y| > label_bound")
         return R, Y
 
@@ -283,6 +293,9 @@ class MeanEstimation:
     def __init__(self, Z: torch.Tensor):
         if not isinstance(Z, torch.Tensor) or Z.dim() != 2 or not Z.is_floating_point():
             raise ValueError("Z must be a floating-point tensor of shape [n, p]")
+        if Z.shape[0] == 0 or Z.shape[1] == 0:
+            raise ValueError(f"Z must hold at least one point of at least one coordinate (n, p >= 1), "
+                             f"got shape {tuple(Z.shape)}")
         check_finite_tensor(Z, "Z")
         self.Z = Z
         self.n, self.p = Z.shape

@@ -18,14 +18,51 @@ from __future__ import annotations
 
 import torch
 
+from ._validation import check_finite_tensor
 from .losses import Loss
 
 __all__ = ["huberization_points", "huberized_value", "huberized_derivative"]
 
 
 def _require_convex(loss: Loss) -> None:
+    if not isinstance(loss, Loss):
+        raise TypeError(f"loss must be a dpclip_lab.losses.Loss, got {type(loss).__name__}")
     if not loss.convex:
         raise ValueError(f"Lemma 3.1 (Huberization) needs a convex loss; {loss!r} is not convex")
+
+
+def _check_c(c, like: torch.Tensor) -> torch.Tensor:
+    """The derivative bound ``c = C / ||x||`` as a tensor: > 0 everywhere (``inf``: nothing clipped)."""
+    if c is None or isinstance(c, (str, bytes, bool)):
+        raise TypeError(f"c (the derivative bound C/||x||) must be a positive number or tensor, got {c!r}")
+    c = torch.as_tensor(c, dtype=like.dtype, device=like.device)
+    if not bool((c > 0).all()):  # also catches NaN
+        bad = c[~(c > 0)].flatten()[0].item()
+        raise ValueError(f"c (the derivative bound C/||x||) must be > 0 everywhere (inf allowed), got {bad!r}")
+    return c
+
+
+def _label(y):
+    if y is None or isinstance(y, (str, bytes, bool)):
+        raise TypeError(f"y must be a tensor of labels (or a number), got {y!r}")
+    return y
+
+
+def _check_inputs(z, y, c):
+    """Finite margins ``z`` and labels ``y``, a valid ``c``, and shapes that broadcast; returns ``(y, c)``."""
+    check_finite_tensor(z, "z")
+    if not z.is_floating_point():
+        raise TypeError(f"z must be a floating-point tensor, got {z.dtype}")
+    if not isinstance(y, torch.Tensor):  # a number: one label for every margin
+        y = torch.as_tensor(_label(y), dtype=z.dtype, device=z.device)
+    check_finite_tensor(y, "y")
+    c = _check_c(c, z)
+    try:
+        torch.broadcast_shapes(z.shape, y.shape, c.shape)
+    except RuntimeError:
+        raise ValueError(f"z, y and c must broadcast together, got shapes {tuple(z.shape)}, "
+                         f"{tuple(y.shape)} and {tuple(c.shape)}") from None
+    return y, c
 
 
 def huberization_points(loss: Loss, y: torch.Tensor, c: torch.Tensor):
@@ -35,13 +72,17 @@ def huberization_points(loss: Loss, y: torch.Tensor, c: torch.Tensor):
     everywhere (nothing is clipped on that side).
     """
     _require_convex(loss)
-    c = torch.as_tensor(c, dtype=y.dtype, device=y.device)
+    if not isinstance(y, torch.Tensor):
+        y = torch.as_tensor(_label(y), dtype=torch.get_default_dtype())
+    check_finite_tensor(y, "y")
+    c = _check_c(c, y)
     return loss.derivative_inverse(-c, y), loss.derivative_inverse(c, y)
 
 
 def huberized_value(loss: Loss, z: torch.Tensor, y: torch.Tensor, c) -> torch.Tensor:
     """The clipped (Huberized) loss ``g(z)`` of Lemma 3.1 with derivative bound ``c``."""
-    c = torch.as_tensor(c, dtype=z.dtype, device=z.device)
+    _require_convex(loss)
+    y, c = _check_inputs(z, y, c)
     y1, y2 = huberization_points(loss, y, c)
     zc = torch.maximum(torch.minimum(z, y2), y1)
     tail = torch.where(z == zc, torch.zeros_like(z), c * (z - zc).abs())
@@ -51,5 +92,5 @@ def huberized_value(loss: Loss, z: torch.Tensor, y: torch.Tensor, c) -> torch.Te
 def huberized_derivative(loss: Loss, z: torch.Tensor, y: torch.Tensor, c) -> torch.Tensor:
     """``g'(z) = clamp(f'(z), −c, c)``: the clipped derivative (Lemma 3.1)."""
     _require_convex(loss)
-    c = torch.as_tensor(c, dtype=z.dtype, device=z.device)
+    y, c = _check_inputs(z, y, c)
     return torch.maximum(torch.minimum(loss.derivative(z, y), c), -c)

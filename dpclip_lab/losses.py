@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ._validation import check_positive
+from ._validation import check_interval, check_positive
 
 __all__ = [
     "Loss", "Logistic", "Squared", "QNormRegression", "QHinge", "Huber", "Savage", "Tangent",
@@ -133,10 +133,7 @@ class Squared(Loss):
 
 
 def _check_q(q: float) -> float:
-    q = float(q)
-    if not (1.0 <= q <= 2.0):
-        raise ValueError(f"q must lie in [1, 2], got {q!r}")
-    return q
+    return check_interval(q, "q", 1.0, 2.0)
 
 
 def _signed_power(t: torch.Tensor, a: float) -> torch.Tensor:

@@ -39,6 +39,8 @@ suggest one: it is ``accountants.paper_bounds.dicesgd_thm38_sigma``.)
 """
 from __future__ import annotations
 
+import math
+
 from ._validation import check_int, check_nonnegative, check_positive
 
 __all__ = [
@@ -50,10 +52,20 @@ __all__ = [
 ]
 
 
+def _result(value: float, expr: str, scale: float) -> float:
+    """``value`` if it is finite, and non-zero when the noise parameter ``scale`` is: a
+    conversion that over- or underflows (``batch_size=1e-320``, ``sigma=1e-300`` with
+    ``n=1``, ``clip_norm=1e300``) must not return inf or a silent 0."""
+    if not math.isfinite(value) or (scale > 0 and value == 0):
+        raise ValueError(f"{expr} = {value!r} over- or underflows a float; rescale the inputs")
+    return value
+
+
 def averaged_noise_std(noise_multiplier, clip_norm, batch_size) -> float:
     """Std of the noise on the averaged gradient: ``z · C / b``."""
-    return (check_nonnegative(noise_multiplier, "noise_multiplier") * check_positive(clip_norm, "clip_norm")
-            / check_positive(batch_size, "batch_size"))
+    z = check_nonnegative(noise_multiplier, "noise_multiplier")
+    return _result(z * check_positive(clip_norm, "clip_norm") / check_positive(batch_size, "batch_size"),
+                   "noise_multiplier * clip_norm / batch_size", z)
 
 
 def average_sigma_to_noise_multiplier(sigma, clip_norm, batch_size) -> float:
@@ -63,8 +75,9 @@ def average_sigma_to_noise_multiplier(sigma, clip_norm, batch_size) -> float:
     eq. (8) and of DiceSGD's σ1 (and of Abadi's Thm 1 as restated by Chen Thm 4 and
     DiceSGD Thm 2.3); ``b`` may be an expected (Poisson) batch size.
     """
-    return (check_nonnegative(sigma, "sigma") * check_positive(batch_size, "batch_size")
-            / check_positive(clip_norm, "clip_norm"))
+    s = check_nonnegative(sigma, "sigma")
+    return _result(s * check_positive(batch_size, "batch_size") / check_positive(clip_norm, "clip_norm"),
+                   "sigma * batch_size / clip_norm", s)
 
 
 # -- Song, Thakkar, Thakurta (2021) ---------------------------------------------------------
@@ -75,14 +88,16 @@ def song_sigma_to_noise_multiplier(sigma, clip_norm, n) -> float:
     n public). Call as ``(sigma, clip_norm, n)`` or with keywords ``n=``,
     ``clip_norm=``. Also exported as ``accountants.paper_bounds.song_sigma_to_noise_multiplier``.
     """
-    return (check_nonnegative(sigma, "sigma") * check_int(n, "n", minimum=1)
-            / check_positive(clip_norm, "clip_norm"))
+    s = check_nonnegative(sigma, "sigma")
+    return _result(s * check_int(n, "n", minimum=1) / check_positive(clip_norm, "clip_norm"),
+                   "sigma * n / clip_norm", s)
 
 
 def noise_multiplier_to_song_sigma(noise_multiplier, *, n, clip_norm) -> float:
     """Inverse of :func:`song_sigma_to_noise_multiplier`: ``σ = z L / n``."""
-    return (check_nonnegative(noise_multiplier, "noise_multiplier") * check_positive(clip_norm, "clip_norm")
-            / check_int(n, "n", minimum=1))
+    z = check_nonnegative(noise_multiplier, "noise_multiplier")
+    return _result(z * check_positive(clip_norm, "clip_norm") / check_int(n, "n", minimum=1),
+                   "noise_multiplier * clip_norm / n", z)
 
 
 def song_sigma_for_privacy(epsilon, delta, *, n, steps, clip_norm) -> float:
@@ -102,12 +117,14 @@ def song_ldp_sigma_to_noise_multiplier(sigma, *, clip_norm) -> float:
     ``z / 2``, which is what ``accountants.paper_bounds.song_ldp_sigma_to_noise_multiplier``
     (same name, a factor 2 apart) returns.
     """
-    return check_nonnegative(sigma, "sigma") / check_positive(clip_norm, "clip_norm")
+    s = check_nonnegative(sigma, "sigma")
+    return _result(s / check_positive(clip_norm, "clip_norm"), "sigma / clip_norm", s)
 
 
 def noise_multiplier_to_song_ldp_sigma(noise_multiplier, *, clip_norm) -> float:
     """Inverse of :func:`song_ldp_sigma_to_noise_multiplier`: ``σ = z L``."""
-    return check_nonnegative(noise_multiplier, "noise_multiplier") * check_positive(clip_norm, "clip_norm")
+    z = check_nonnegative(noise_multiplier, "noise_multiplier")
+    return _result(z * check_positive(clip_norm, "clip_norm"), "noise_multiplier * clip_norm", z)
 
 
 # -- Chen, Wu, Hong (2020) ------------------------------------------------------------------
@@ -130,7 +147,7 @@ def dice_sigma_to_noise_multiplier(sigma1, *, batch_size, clip_norm) -> float:
     the z of a DPSGD-GC run with the same noise (Poisson rate B/N); DiceSGD's error
     feedback leaks more, so its own ε is larger than DP-SGD's at this z.
     """
-    return average_sigma_to_noise_multiplier(sigma1, clip_norm, batch_size)
+    return average_sigma_to_noise_multiplier(check_nonnegative(sigma1, "sigma1"), clip_norm, batch_size)
 
 
 def noise_multiplier_to_dice_sigma(noise_multiplier, *, batch_size, clip_norm) -> float:
@@ -148,12 +165,14 @@ def wang_sigma_to_noise_multiplier(sigma, *, gradient_bound) -> float:
     ``accountants.paper_bounds.wang_sigma_to_noise_multiplier`` (same name, a factor
     2 apart) returns.
     """
-    return check_nonnegative(sigma, "sigma") / check_positive(gradient_bound, "gradient_bound")
+    s = check_nonnegative(sigma, "sigma")
+    return _result(s / check_positive(gradient_bound, "gradient_bound"), "sigma / gradient_bound", s)
 
 
 def noise_multiplier_to_wang_sigma(noise_multiplier, *, gradient_bound) -> float:
     """Inverse of :func:`wang_sigma_to_noise_multiplier`: ``σ = z G``."""
-    return check_nonnegative(noise_multiplier, "noise_multiplier") * check_positive(gradient_bound, "gradient_bound")
+    z = check_nonnegative(noise_multiplier, "noise_multiplier")
+    return _result(z * check_positive(gradient_bound, "gradient_bound"), "noise_multiplier * gradient_bound", z)
 
 
 def wang_replace_one_noise_multiplier(noise_multiplier) -> float:

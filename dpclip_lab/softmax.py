@@ -44,7 +44,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from ._validation import as_clip_norm, check_finite_tensor, check_int
+from ._validation import as_clip_norm, check_finite_tensor, check_int, check_nonnegative
 from .clipping import clip, clip_per_block, safe_norm
 
 __all__ = [
@@ -132,7 +132,7 @@ class SoftmaxRegression:
         if theta.dim() == 0 or theta.shape[-1] != self.dim:
             raise ValueError(f"theta must have shape [..., K*p] = [..., {self.dim}] "
                              f"(K = {self.K} classes, p = {self.p} features), got {tuple(theta.shape)}")
-        return theta
+        return check_finite_tensor(theta, "theta")
 
     def logits(self, theta: torch.Tensor) -> torch.Tensor:
         """``⟨θ^(k), x_i⟩`` for every example and class: shape ``[..., n, K]``."""
@@ -277,8 +277,9 @@ def plane_grid(center: torch.Tensor, u: torch.Tensor, v: torch.Tensor,
     u, v = _as_dir(u, "u", center), _as_dir(v, "v", center)
     if u.shape[-1] != d or v.shape[-1] != d:
         raise ValueError(f"u and v must have length d = {d}, got {u.shape[-1]} and {v.shape[-1]}")
-    s = torch.as_tensor(s, dtype=center.dtype, device=center.device)
-    t = torch.as_tensor(t, dtype=center.dtype, device=center.device)
+    s, t = _as_tensor(s, "s", center), _as_tensor(t, "t", center)
+    if s.dim() != 1 or t.dim() != 1:
+        raise ValueError(f"s and t must be 1-D grids of offsets, got shapes {tuple(s.shape)} and {tuple(t.shape)}")
     return center + t[:, None, None] * v + s[None, :, None] * u
 
 
@@ -287,11 +288,21 @@ def plane_grid(center: torch.Tensor, u: torch.Tensor, v: torch.Tensor,
 def _check_vec(theta, name: str) -> torch.Tensor:
     if not isinstance(theta, torch.Tensor) or theta.dim() == 0 or not theta.is_floating_point():
         raise ValueError(f"{name} must be a floating-point tensor of shape [..., d]")
-    return theta
+    return check_finite_tensor(theta, name)
+
+
+def _as_tensor(u, name: str, like: torch.Tensor) -> torch.Tensor:
+    if u is None or isinstance(u, (str, bytes)):
+        raise TypeError(f"{name} must be a tensor (or a sequence of numbers), got {u!r}")
+    try:
+        u = torch.as_tensor(u, dtype=like.dtype, device=like.device)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise TypeError(f"{name} must be a tensor (or a sequence of numbers): {err}") from None
+    return check_finite_tensor(u, name)
 
 
 def _as_dir(u, name: str, like: torch.Tensor) -> torch.Tensor:
-    u = torch.as_tensor(u, dtype=like.dtype, device=like.device)
+    u = _as_tensor(u, name, like)
     if u.dim() == 0:
         raise ValueError(f"{name} must be a vector of length d, got a scalar")
     return u
@@ -348,8 +359,11 @@ def asymmetry(J: torch.Tensor, *, atol: float | None = None) -> torch.Tensor:
     """
     if not isinstance(J, torch.Tensor) or J.dim() < 2 or J.shape[-1] != J.shape[-2]:
         raise ValueError("J must be a tensor of square matrices [..., d, d]")
+    check_finite_tensor(J, "J")
     if atol is None:
         atol = 100 * torch.finfo(J.dtype).eps
+    else:
+        atol = check_nonnegative(atol, "atol")
     num = torch.linalg.matrix_norm(J - J.transpose(-1, -2))
     den = torch.linalg.matrix_norm(J)
     big = den > atol
@@ -435,6 +449,7 @@ def line_integral(field: Field, vertices: torch.Tensor, *, n_nodes: int = 16, pi
     if not isinstance(vertices, torch.Tensor) or vertices.dim() < 2 or vertices.shape[-2] < 2 \
             or not vertices.is_floating_point():
         raise ValueError("vertices must be a floating-point tensor [..., m, d] with m >= 2 points")
+    check_finite_tensor(vertices, "vertices")
     q = check_int(n_nodes, "n_nodes", minimum=1)
     P = check_int(pieces, "pieces", minimum=1)
     x, w = np.polynomial.legendre.leggauss(q)

@@ -24,7 +24,7 @@ import math
 import numpy as np
 from scipy import optimize, special
 
-from .._validation import check_nonnegative, check_open_unit, check_positive
+from .._validation import check_nonnegative, check_open_unit, check_positive, finite_result
 
 __all__ = [
     "classic_gaussian_sigma",
@@ -35,6 +35,7 @@ __all__ = [
 ]
 
 
+@finite_result()
 def classic_gaussian_sigma(epsilon, delta, sensitivity=1.0) -> float:
     """Noise std of the classic Gaussian mechanism: σ = √(2 ln(1.25/δ)) Δ / ε.
 
@@ -88,6 +89,7 @@ def gaussian_delta_for_epsilon(z, epsilon):
     return np.clip(out, 0.0, 1.0)
 
 
+@finite_result(nonzero=False)
 def analytic_gaussian_delta(sigma, epsilon, sensitivity=1.0) -> float:
     """Smallest δ for which N(0, σ²) noise is (ε, δ)-DP (analytic Gaussian mechanism).
 
@@ -110,7 +112,16 @@ def analytic_gaussian_delta(sigma, epsilon, sensitivity=1.0) -> float:
     sigma = check_positive(sigma, "sigma")
     epsilon = check_nonnegative(epsilon, "epsilon")
     sensitivity = check_positive(sensitivity, "sensitivity")
-    return float(gaussian_delta_for_epsilon(sigma / sensitivity, epsilon))
+    return float(gaussian_delta_for_epsilon(_noise_multiplier(sigma, sensitivity), epsilon))
+
+
+def _noise_multiplier(sigma: float, sensitivity: float) -> float:
+    """``σ / Δ``, refused where it over- or underflows (inf or 0 would give NaN, or a silent 0 / inf)."""
+    z = sigma / sensitivity
+    if not (math.isfinite(z) and z > 0):
+        raise ValueError(f"sigma / sensitivity = {sigma!r} / {sensitivity!r} over- or underflows a float "
+                         f"(got {z!r}); rescale sigma and sensitivity")
+    return z
 
 
 def _epsilon_for_z(z: float, delta: float) -> float:
@@ -130,6 +141,7 @@ def _epsilon_for_z(z: float, delta: float) -> float:
     return float(eps)
 
 
+@finite_result(nonzero=False)
 def analytic_gaussian_epsilon(sigma, delta, sensitivity=1.0) -> float:
     """Smallest ε for which N(0, σ²) noise is (ε, δ)-DP (analytic Gaussian mechanism).
 
@@ -157,9 +169,10 @@ def analytic_gaussian_epsilon(sigma, delta, sensitivity=1.0) -> float:
     sigma = check_positive(sigma, "sigma")
     delta = check_open_unit(delta, "delta")
     sensitivity = check_positive(sensitivity, "sensitivity")
-    return _epsilon_for_z(sigma / sensitivity, delta)
+    return _epsilon_for_z(_noise_multiplier(sigma, sensitivity), delta)
 
 
+@finite_result()
 def analytic_gaussian_sigma(epsilon, delta, sensitivity=1.0) -> float:
     """Smallest noise std σ for which the Gaussian mechanism is (ε, δ)-DP.
 
@@ -186,6 +199,9 @@ def analytic_gaussian_sigma(epsilon, delta, sensitivity=1.0) -> float:
     f = lambda lz: (math.log(max(gaussian_delta_for_epsilon(math.exp(lz), epsilon), 1e-320))  # noqa: E731
                     - math.log(delta))
     lo, hi = -5.0, 5.0
+    if math.isnan(f(lo)) or math.isnan(f(hi)):
+        raise ValueError(f"epsilon={epsilon!r} is too large to compute δ(σ) in floating point; "
+                         "use a smaller epsilon (δ is 0 to machine precision well before this)")
     while f(lo) < 0:
         lo -= 5.0
     while f(hi) > 0:

@@ -28,7 +28,8 @@ import math
 
 import numpy as np
 
-from .._validation import check_int, check_nonnegative, check_open_unit, check_positive, check_probability
+from .._validation import (check_int, check_interval, check_nonnegative, check_open_unit, check_positive,
+                           check_probability, finite_result)
 from ..noise import average_sigma_to_noise_multiplier, song_sigma_to_noise_multiplier
 from ..noise import dice_sigma_to_noise_multiplier as _dice_sigma_to_noise_multiplier
 from ..noise import song_ldp_sigma_to_noise_multiplier as _song_ldp_per_example_noise_multiplier
@@ -44,7 +45,7 @@ __all__ = [
     "average_sigma_to_noise_multiplier", "abadi_implied_constant",
     "wang_lemma2_sigma", "wang_output_perturbation_sigma", "wang_delta_sgd",
     "wang_lemma3_rdp", "wang_lemma3_conditions", "wang_thm11_sigma",
-    "wang_thm11_conditions", "wang_remark4_beta", "wang_lemma13_epsilon_threshold",
+    "wang_thm11_conditions", "wang_remark4_beta", "wang_remark4_betas", "wang_lemma13_epsilon_threshold",
     "wang_replace_one_sigma_to_noise_multiplier",
     "dicesgd_thm38_sigma", "dicesgd_thm38_epsilon", "dicesgd_alg4_sigma", "dicesgd_sigma_to_noise_multiplier",
     "dicesgd_proof_rdp", "dicesgd_proof_epsilon",
@@ -63,15 +64,13 @@ def _check_order(order) -> float:
 
 
 def _check_beta(beta) -> float:
-    b = float(beta)
-    if not 0 < b < 1:
-        raise ValueError(f"beta must lie in (0, 1), got {beta!r}")
-    return b
+    return check_interval(beta, "beta", 0.0, 1.0, closed=(False, False))
 
 
 # ----------------------------------------------------------------------------------------
 # [000] Song, Thakkar, Thakurta
 # ----------------------------------------------------------------------------------------
+@finite_result()
 def song_thm22_sigma(clip_norm, steps, n, epsilon, delta) -> float:
     """Song et al. Thm 2.2: σ² = 2 L² T log(1/δ) / (n ε)² for DP-GD (Alg. 1).
 
@@ -112,6 +111,7 @@ def song_thm22_sigma(clip_norm, steps, n, epsilon, delta) -> float:
     return math.sqrt(2 * L * L * T * math.log(1 / delta)) / (n * eps)
 
 
+@finite_result(nonzero=False)
 def song_thm22_true_epsilon(epsilon, delta, steps=1) -> float:
     """The exact ε of DP-GD run with Song et al.'s Thm 2.2 noise (analytic Gaussian, z/√T).
 
@@ -155,6 +155,7 @@ def song_ldp_replace_one_noise_multiplier(sigma, clip_norm) -> float:
 # ----------------------------------------------------------------------------------------
 # Abadi et al. Thm 1, as used by [002] Thm 4 and [004] Thm 2.3
 # ----------------------------------------------------------------------------------------
+@finite_result()
 def abadi_thm1_noise_multiplier(sample_rate, steps, epsilon, delta, *, c1, c2) -> float:
     """Abadi et al. Thm 1: z ≥ c2 q √(T log(1/δ)) / ε, valid for ε < c1 q² T.
 
@@ -178,6 +179,7 @@ def abadi_thm1_noise_multiplier(sample_rate, steps, epsilon, delta, *, c1, c2) -
     return c2 * q * math.sqrt(T * math.log(1 / delta)) / eps
 
 
+@finite_result()
 def chen_thm4_sigma(clip_norm, steps, n, epsilon, delta, *, v) -> float:
     """Chen et al. Thm 4: σ² ≥ v c² T ln(1/δ) / (n² ε²), σ = std of noise on the AVERAGE.
 
@@ -211,6 +213,7 @@ def dicesgd_thm23_sigma(clip_norm, steps, n, epsilon, delta, *, v) -> float:
     return chen_thm4_sigma(clip_norm, steps, n, epsilon, delta, v=v)
 
 
+@finite_result()
 def abadi_implied_constant(sample_rate, steps, epsilon, delta, accountant="rdp") -> float:
     """Smallest c2 in Abadi's Thm 1 that the exact accountant certifies at these settings.
 
@@ -248,9 +251,11 @@ def wang_output_perturbation_sigma(delta_sgd, epsilon, delta) -> float:
     holds with probability 1 − δ/2; the other δ/2 goes to the Gaussian mechanism.
     Inherits Lemma 2's ε < 1 restriction, which the paper does not state for Alg. 1.
     """
-    return classic_gaussian_sigma(epsilon, delta / 2.0, delta_sgd)
+    delta_sgd = check_positive(delta_sgd, "delta_sgd")
+    return classic_gaussian_sigma(epsilon, check_open_unit(delta, "delta") / 2.0, delta_sgd)
 
 
+@finite_result()
 def wang_delta_sgd(*, steps, n, eta, alpha, L, M, gamma, R=None, C_alpha=None) -> float:
     """Wang et al. Thm 7: high-probability uniform argument stability Δ_SGD(γ) of SGD.
 
@@ -278,8 +283,7 @@ def wang_delta_sgd(*, steps, n, eta, alpha, L, M, gamma, R=None, C_alpha=None) -
     n = check_int(n, "n", minimum=1)
     eta = check_positive(eta, "eta")
     gamma = check_open_unit(gamma, "gamma")
-    if not 0 <= alpha <= 1:
-        raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
+    alpha = check_interval(alpha, "alpha", 0.0, 1.0)
     L = check_positive(L, "L")
     M = check_nonnegative(M, "M")
     x = 3 * n * math.log(n / gamma) / T
@@ -314,6 +318,7 @@ def wang_lemma3_conditions(sample_rate, noise_multiplier, order) -> bool:
     return arg > 0 and lam - 1 <= (2 * z * z / 3) * math.log(arg)
 
 
+@finite_result()
 def wang_lemma3_rdp(sample_rate, noise_multiplier, order, *, check=True) -> float:
     """Wang et al. Lemma 3: WOR-subsampled Gaussian is (λ, 3.5 p² λ / z²)-RDP.
 
@@ -336,6 +341,7 @@ def wang_lemma3_rdp(sample_rate, noise_multiplier, order, *, check=True) -> floa
     return 3.5 * p * p * lam / (z * z)
 
 
+@finite_result()
 def wang_thm11_sigma(grad_bound, steps, n, epsilon, delta, beta) -> float:
     """Alg. 2 (DP-SGD-Gradient) line 3: σ² = 14 G² T λ / (β n² ε), λ = log(1/δ)/((1−β)ε) + 1.
 
@@ -358,6 +364,7 @@ def wang_thm11_sigma(grad_bound, steps, n, epsilon, delta, beta) -> float:
     return math.sqrt(14 * G * G * T * lam / (beta * n * n * eps))
 
 
+@finite_result(nonzero=False)
 def wang_thm11_conditions(sigma, grad_bound, n, epsilon, delta, beta) -> bool:
     """Conditions (32)–(33) of Thm 11 at λ = log(1/δ)/((1−β)ε) + 1.
 
@@ -378,12 +385,24 @@ def wang_thm11_conditions(sigma, grad_bound, n, epsilon, delta, beta) -> bool:
     return arg > 0 and lam - 1 <= sigma * sigma / (6 * G * G) * math.log(arg)
 
 
+def wang_remark4_betas(grid=999) -> np.ndarray:
+    """The β candidates of Remark 4's search: an even grid of (0, 1) (``grid`` interior
+    points) joined with a geometric grid from 1e-9 to its first point — at large ε only
+    very small β satisfy condition (32), and an even grid alone misses them (it finds no
+    β at n = 426, ε ≥ 20 although some exist)."""
+    grid = check_int(grid, "grid", minimum=1)
+    if grid > 10 ** 7:
+        raise ValueError(f"grid must be at most 10**7 (a {grid}-point grid does not fit in memory), got {grid}")
+    even = np.linspace(0, 1, grid + 2)[1:-1]
+    return np.union1d(np.geomspace(1e-9, even[0], 600), even)
+
+
 def wang_remark4_beta(grad_bound, steps, n, epsilon, delta, *, grid=999):
     """Remark 4's β search: among β ∈ (0, 1) meeting Thm 11's conditions, the one closest to 1/2.
 
-    β runs over the ``grid`` interior points of an even grid of (0, 1), nearest to
-    1/2 first (the lower of two equally near points first); the first feasible one
-    is returned — it has the smallest σ among the feasible β. Used by
+    β runs over :func:`wang_remark4_betas` (an even grid of (0, 1) and a geometric grid
+    near 0), nearest to 1/2 first (the lower of two equally near points first); the
+    first feasible one is returned — it has the smallest σ among the feasible β. Used by
     ``dpclip_lab.algorithms.gradient_noise_std`` (which returns ``(sigma, beta)``).
 
     Returns
@@ -397,10 +416,26 @@ def wang_remark4_beta(grad_bound, steps, n, epsilon, delta, *, grid=999):
         If no β on the grid satisfies (32)–(33) (then Thm 11 certifies nothing;
         Lemma 13 gives a sufficient condition on ε for T = n, δ = 1/n²).
     """
-    betas = np.linspace(0, 1, grid + 2)[1:-1]
-    for b in betas[np.argsort(np.abs(betas - 0.5), kind="stable")]:
-        sigma = wang_thm11_sigma(grad_bound, steps, n, epsilon, delta, b)
-        if wang_thm11_conditions(sigma, grad_bound, n, epsilon, delta, b):
+    grid = check_int(grid, "grid", minimum=1)
+    G = check_positive(grad_bound, "grad_bound")
+    T = check_int(steps, "steps", minimum=1)
+    n_ = check_int(n, "n", minimum=1)
+    eps = check_positive(epsilon, "epsilon")
+    d = check_open_unit(delta, "delta")
+    betas = wang_remark4_betas(grid)
+    betas = betas[np.argsort(np.abs(betas - 0.5), kind="stable")]
+    # Screen the whole grid at once (vectorized (32)-(33)), then confirm candidates in order
+    # with the scalar functions, so the answer is exactly the scalar search's.
+    with np.errstate(all="ignore"):
+        lam = math.log(1 / d) / ((1 - betas) * eps) + 1
+        s2 = 14 * G * G * T * lam / (betas * n_ * n_ * eps)            # σ²
+        ratio = s2 / (4 * G * G)
+        arg = n_ / (lam * (1 + ratio))
+        screen = (ratio >= 0.67 * (1 - 1e-9)) & (arg > 0) & (
+            lam - 1 <= s2 / (6 * G * G) * np.log(np.where(arg > 0, arg, 1.0)) * (1 + 1e-9) + 1e-12)
+    for b in betas[screen]:
+        sigma = wang_thm11_sigma(G, T, n_, eps, d, b)
+        if wang_thm11_conditions(sigma, G, n_, eps, d, b):
             return float(b), sigma
     raise ValueError(f"no beta in (0, 1) satisfies Wang et al. Thm 11's conditions at n={n}, "
                      f"T={steps}, epsilon={epsilon}, delta={delta}: increase epsilon or n "
@@ -411,6 +446,10 @@ def wang_lemma13_epsilon_threshold(n) -> float:
     """Lemma 13 / Fig. 1: with T = n, δ = 1/n², β exists if ε ≥ (7(n^{1/3}−1) + 4 n log n + 7) / (2n(n^{1/3}−1)).
 
     Requires n ≥ 18.
+    NOTE (the lemma is not sufficient for small n): for n = 18 to 43 the smallest ε
+    at which some β satisfies Thm 11's conditions lies *above* this threshold, so at the
+    lemma's ε no β works; for larger n it holds and is loose
+    (``dpclip_lab.stability.wang_thm11_smallest_epsilon`` computes the true threshold).
     """
     n = check_int(n, "n", minimum=18)
     c = n ** (1 / 3) - 1
@@ -425,7 +464,8 @@ def wang_replace_one_sigma_to_noise_multiplier(sigma, grad_bound) -> float:
     add/remove multiplier for the run); the name says which relation.
     """
     return wang_replace_one_noise_multiplier(
-        _wang_add_remove_noise_multiplier(sigma, gradient_bound=grad_bound))
+        _wang_add_remove_noise_multiplier(check_nonnegative(sigma, "sigma"),
+                                          gradient_bound=check_positive(grad_bound, "grad_bound")))
 
 
 # ----------------------------------------------------------------------------------------
@@ -441,6 +481,7 @@ def _dicesgd_gbar(C1, C2, G_prime) -> float:
     return C1 * C1 + 2 * m * m
 
 
+@finite_result()
 def dicesgd_thm38_sigma(C1, C2, G_prime, steps, N, epsilon, delta) -> float:
     """DiceSGD Thm 3.8 / A.4 as printed: σ1² ≥ 32 T (C1² + 2 min{C2², G′²}) log(1/δ) / (N² ε²).
 
@@ -481,6 +522,7 @@ def dicesgd_thm38_sigma(C1, C2, G_prime, steps, N, epsilon, delta) -> float:
     return math.sqrt(32 * T * gbar * math.log(1 / delta)) / (N * eps)
 
 
+@finite_result(inf_if=lambda sigma1, **_: float(sigma1) == 0)
 def dicesgd_thm38_epsilon(sigma1, C1, C2, G_prime, steps, N, delta) -> float:
     """DiceSGD Thm 3.8 solved for ε: ε = √(32 T Ḡ log(1/δ)) / (N σ1), Ḡ = C1² + 2 min{C2², G′²}.
 
@@ -502,6 +544,7 @@ def dicesgd_thm38_epsilon(sigma1, C1, C2, G_prime, steps, N, delta) -> float:
     return math.sqrt(32 * T * _dicesgd_gbar(C1, C2, G_prime) * math.log(1 / delta)) / (N * s)
 
 
+@finite_result()
 def dicesgd_alg4_sigma(steps, N, epsilon, delta, clip_norm=1.0) -> float:
     """Automatic DiceSGD (Alg. 4): C1 = C2 = C, σ = √(96 T log(1/δ)) C / (N ε).
 
@@ -521,9 +564,12 @@ def dicesgd_alg4_sigma(steps, N, epsilon, delta, clip_norm=1.0) -> float:
 
 def dicesgd_sigma_to_noise_multiplier(sigma1, batch_size, C1) -> float:  # noqa: D401
     """z = σ1 B / C1: ``dpclip_lab.noise.dice_sigma_to_noise_multiplier`` in this module's names."""
-    return _dice_sigma_to_noise_multiplier(sigma1, batch_size=batch_size, clip_norm=C1)
+    return _dice_sigma_to_noise_multiplier(check_nonnegative(sigma1, "sigma1"),
+                                           batch_size=check_positive(batch_size, "batch_size"),
+                                           clip_norm=check_positive(C1, "C1"))
 
 
+@finite_result()
 def dicesgd_proof_rdp(order, sigma1, steps, N, C1, C2, G_prime):
     """RDP at ``order`` implied by DiceSGD's proof: 16 α T (C1² + 2 min{C2², G′²}) / (σ1² N²).
 
@@ -540,6 +586,7 @@ def dicesgd_proof_rdp(order, sigma1, steps, N, C1, C2, G_prime):
     return 16 * a * steps * _dicesgd_gbar(C1, C2, G_prime) / (sigma1 * sigma1 * N * N)
 
 
+@finite_result()
 def dicesgd_proof_epsilon(sigma1, steps, N, C1, C2, G_prime, delta) -> float:
     """ε from :func:`dicesgd_proof_rdp` and Lemma A.6, optimized over α > 1 in closed form.
 

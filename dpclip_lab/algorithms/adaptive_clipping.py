@@ -28,6 +28,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
+from .._validation import as_clip_norm, check_nonnegative, check_positive
+
 from ..privatizers import QuantilePrivatizer
 from ..sampling import make_sampler, sampling_event
 from .dp_sgd import check_n
@@ -62,7 +66,8 @@ class AdaptiveClippingResult(DPResult):
 
 def default_count_noise_std(batch_size, noise_multiplier) -> float:
     """σ_b = ``max(b/20, z)`` (0 without noise): Andrew et al. suggest b/20; it must exceed z/2."""
-    return max(batch_size / 20.0, float(noise_multiplier)) if noise_multiplier else 0.0
+    z = check_nonnegative(noise_multiplier, "noise_multiplier")
+    return max(check_positive(batch_size, "batch_size") / 20.0, z) if z else 0.0
 
 
 def dp_sgd_adaptive_clipping(grad_fn, theta0, *, n, steps, lr, initial_clip_norm, noise_multiplier,
@@ -95,6 +100,9 @@ def dp_sgd_adaptive_clipping(grad_fn, theta0, *, n, steps, lr, initial_clip_norm
     ``sampling="shuffle"``, see the module docstring).
     """
     n = check_n(n, grad_fn)
+    # checked here under its own name (the privatizer calls it clip_norm)
+    as_clip_norm(initial_clip_norm, theta0 if isinstance(theta0, torch.Tensor) else torch.zeros(()),
+                 "initial_clip_norm")
     sampler = make_sampler(sampling, n, batch_size)
     if count_noise_std is None:
         count_noise_std = default_count_noise_std(sampler.batch_size, noise_multiplier)

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .._validation import as_clip_norm, check_int, check_nonnegative, check_open_unit
+from .._validation import as_clip_norm, check_int, check_nonnegative, check_open_unit, finite_result
 from ..accountants.paper_bounds import dicesgd_thm38_epsilon
 from ..privatizers import ErrorFeedbackPrivatizer
 from ..sampling import events as _ev
@@ -81,6 +81,7 @@ def _clip_norms(clip_norm, feedback_clip_norm):
     return torch.broadcast_tensors(C1, C2)
 
 
+@finite_result()
 def dicesgd_sensitivity(clip_norm, feedback_clip_norm, batch_size, relation="add_remove"):
     """ℓ2 sensitivity of DiceSGD's direction ``v_t = (1/B) Σ clip(g_i, C1) + clip(e_t, C2)``.
 
@@ -109,6 +110,7 @@ def dicesgd_sensitivity(clip_norm, feedback_clip_norm, batch_size, relation="add
     return float((k * C1 / B + 2.0 * C2).max())
 
 
+@finite_result(zero_if=lambda noise_multiplier, **_: float(noise_multiplier) == 0)
 def dicesgd_effective_noise_multiplier(noise_multiplier, clip_norm, feedback_clip_norm, batch_size,
                                        relation="add_remove") -> float:
     """``z_eff = σ1 / Δ``: DiceSGD's noise over its true per-step sensitivity.
@@ -127,6 +129,7 @@ def dicesgd_effective_noise_multiplier(noise_multiplier, clip_norm, feedback_cli
     return float((z * C1 / B / (k * C1 / B + 2.0 * C2)).min())
 
 
+@finite_result()
 def dicesgd_noise_multiplier(target_epsilon, delta, steps, clip_norm, feedback_clip_norm, batch_size,
                              accountant="rdp", relation="add_remove") -> float:
     """The noise multiplier z (``σ1 = z C1 / B``) that makes T steps of DiceSGD (ε, δ)-DP.

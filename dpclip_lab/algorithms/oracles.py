@@ -145,6 +145,7 @@ class CallableOracle:
 
 
 def _materialized_reduce(G, w, scale, pre_clip_std, need_raw, generator) -> Sums:
+    _check_finite(G, "per-example gradients")  # before the norms: NaN/inf is grad_fn's fault, not the clip's
     if pre_clip_std:
         # Chen et al. (2020) §5, eq. (11): g_i + k ζ_i, ζ_i ~ N(0, I), *before* clipping.
         G = G + pre_clip_std * torch.randn(G.shape, generator=generator, device=G.device, dtype=G.dtype)

@@ -38,7 +38,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .._validation import check_int, check_nonnegative, check_open_unit, check_positive
+from .._validation import (check_int, check_interval, check_nonnegative, check_open_unit, check_positive,
+                           finite_result)
 from ..accountants.gaussian import analytic_gaussian_sigma, classic_gaussian_sigma
 from ..privatizers import GaussianPrivatizer
 from ..sampling import events as _ev
@@ -53,12 +54,11 @@ __all__ = ["dp_sgd_output_perturbation", "uas_bound", "output_noise_std", "holde
 
 
 def _check_alpha(alpha) -> float:
-    a = float(alpha)
-    if not 0.0 <= a <= 1.0:
-        raise ValueError(f"alpha (the Hölder exponent) must lie in [0, 1], got {alpha!r}")
-    return a
+    """The Hölder exponent α ∈ [0, 1] (a string, None or NaN raises naming ``alpha``)."""
+    return check_interval(alpha, "alpha (the Hölder exponent)", 0.0, 1.0)
 
 
+@finite_result()
 def uas_bound(*, alpha, holder_constant, grad_at_zero, lr, steps, n, gamma, radius=None,
               sup_loss_at_zero=None) -> float:
     """Δ_SGD(γ) (unbounded domain) or Δ̃_SGD(γ) (ball of radius R) of Wang et al. Thm 7.
@@ -93,6 +93,8 @@ def uas_bound(*, alpha, holder_constant, grad_at_zero, lr, steps, n, gamma, radi
     T = check_int(steps, "steps", minimum=1)
     n = check_int(n, "n", minimum=1)
     g = check_open_unit(gamma, "gamma")
+    if radius is not None:
+        radius = check_positive(radius, "radius")
     if not eta < min(1.0, 1.0 / L):
         raise ValueError(f"Thm 7 needs lr < min(1, 1/L) = {min(1.0, 1.0 / L):g} (L = holder_constant), got {lr!r}")
     C_a = None
@@ -115,6 +117,7 @@ def uas_bound(*, alpha, holder_constant, grad_at_zero, lr, steps, n, gamma, radi
 CALIBRATIONS = ("analytic", "classic")
 
 
+@finite_result(zero_if=lambda sensitivity, **_: float(sensitivity) == 0)
 def output_noise_std(sensitivity, epsilon, delta, calibration="analytic") -> float:
     """Noise std for Alg. 1's output: a Gaussian mechanism at ``δ/2`` (the other δ/2 is Thm 7's failure).
 
@@ -149,6 +152,8 @@ def holder_constants(grad_fn, holder=None, radius=None, *, feature_bound=None, l
         oracle.problem.check_domain(feature_bound, label_bound)
         s0 = oracle.problem.sup_loss_at_zero(label_bound=label_bound)
     if holder is not None:
+        if isinstance(holder, (str, bytes)) or not hasattr(holder, "__len__") or len(holder) != 3:
+            raise TypeError(f"holder must be a tuple (alpha, L, M) of Hölder constants, got {holder!r}")
         a, L, M = holder
         return _check_alpha(a), check_positive(L, "holder L"), check_nonnegative(M, "holder M"), s0
     if is_glp:
@@ -225,7 +230,8 @@ def dp_sgd_output_perturbation(grad_fn, theta0, *, n, steps, lr, epsilon, delta,
     sampler = make_sampler("with_replacement", n, 1)
     privatizer = GaussianPrivatizer(None, 0.0)
     project = None if radius is None else project_l2_ball(radius)
-    gen = make_generator(seed, theta0.device)
+    # theta0 is checked by run(); a non-tensor must reach it (and fail naming theta0), not fail here
+    gen = make_generator(seed, theta0.device if isinstance(theta0, torch.Tensor) else "cpu")
     traj = run(grad_fn, theta0, steps=steps, lr=lr, sampler=sampler, privatizer=privatizer, project=project,
                average=True, seed=gen, keep_iterates=keep_iterates, progress=progress)
     start = theta0 if theta0.dim() == 2 else theta0.unsqueeze(0)

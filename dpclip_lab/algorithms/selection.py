@@ -26,11 +26,12 @@ from dataclasses import dataclass
 
 import torch
 
-from .._validation import as_clip_norm, check_int, check_positive
+from .._validation import as_clip_norm, check_finite_tensor, check_int, check_positive
 from ..clipping import safe_norm
 from ..privatizers import clip_scale
 from ..sampling import events as _ev
 from ..sampling import make_sampler
+from .dp_sgd import check_n
 from .loop import DPResult, make_generator
 from .oracles import as_oracle
 
@@ -57,6 +58,15 @@ def clipped_gradient_norms(grad_fn, thetas: torch.Tensor, *, n: int, clip_norm, 
     ``clip_norm`` is a float or a tensor ``[K]``.
     """
     oracle = as_oracle(grad_fn)
+    if not isinstance(thetas, torch.Tensor) or thetas.dim() != 2 or not thetas.is_floating_point():
+        raise ValueError("thetas must be a floating-point tensor [K, p] (one point per row), got "
+                         f"{tuple(thetas.shape) if isinstance(thetas, torch.Tensor) else type(thetas).__name__}")
+    check_finite_tensor(thetas, "thetas")
+    if hasattr(oracle, "p") and thetas.shape[-1] != oracle.p:
+        raise ValueError(f"thetas must have p = {oracle.p} columns (the problem's features), "
+                         f"got shape {tuple(thetas.shape)}")
+    n = check_n(n, grad_fn)
+    chunk = check_int(chunk, "chunk", minimum=1)
     batch = make_sampler("full", n, None).sample(0, 1, None, thetas.device)
     C = as_clip_norm(clip_norm, thetas)
     C = C.expand(thetas.shape[0]) if C.dim() == 0 else C

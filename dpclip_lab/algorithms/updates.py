@@ -7,9 +7,11 @@ Alg. 1 line 4; Wang et al. eq. (1)) are applied after the step by the loop.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
-from .._validation import check_open_unit, check_positive
+from .._validation import check_finite_tensor, check_interval, check_open_unit, check_positive
 from ..clipping import safe_norm
 
 __all__ = ["SGD", "Adam", "make_update", "project_l2_ball", "project_interval"]
@@ -73,6 +75,10 @@ def project_l2_ball(radius: float, center=None):
     ``C = B(0, R)``; Wang et al. Alg. 1–2 with ``W = B(0, R)``).
     """
     R = check_positive(radius, "radius")
+    if center is not None:
+        if not isinstance(center, torch.Tensor):
+            raise TypeError(f"center must be a torch.Tensor (or None for the origin), got {type(center).__name__}")
+        check_finite_tensor(center, "center")
 
     def project(theta):
         d = theta if center is None else theta - center
@@ -87,7 +93,8 @@ def project_l2_ball(radius: float, center=None):
 
 def project_interval(low: float, high: float):
     """``Π(θ) = clamp(θ, low, high)`` coordinate-wise (e.g. ``[0, 8L]`` of Song et al. Thm B.4)."""
-    lo, hi = float(low), float(high)
+    lo = check_interval(low, "low", -math.inf, math.inf)     # ±inf allowed (an open side); NaN is not
+    hi = check_interval(high, "high", -math.inf, math.inf)
     if not lo <= hi:
         raise ValueError(f"project_interval needs low <= high, got low={low!r}, high={high!r}")
 
