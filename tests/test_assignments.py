@@ -6,10 +6,12 @@ raw cell): otter assign runs offline into a temporary folder, then
 1. the student copy holds no solution and no hidden test;
 2. grading the untouched student copy with ``otter run`` (local, no Docker) executes
    the whole notebook without an error and fails every question;
-3. grading the solution notebook passes every test, public and hidden.
+3. grading the solution notebook passes every test, public and hidden — graded by otter
+   for the masters in ``SOLUTION_SMOKE`` (the pipeline), and for every master by nbval,
+   which runs the master's solution cells and then its (public and hidden) assert cells.
 
-About 45 s per chapter on 2 cores: otter assign (~8 s), then the student and the
-solution copies graded one after the other (each an execution of the whole chapter).
+About 25 s per chapter on 2 cores: otter assign (~8 s), then the student copy graded
+(an execution of the whole chapter).
 """
 from __future__ import annotations
 
@@ -144,17 +146,35 @@ def made(request, tmp_path_factory):
     return master, assign_tool.assign(master, tmp_path_factory.mktemp("assignments"))
 
 
+#: Masters whose *solution* copy is also graded by otter (a smoke test of the autograder
+#: pipeline: zip, hidden tests, scoring). For every master, the solutions passing every
+#: public and hidden test is already checked by nbval: the master notebook's test cells
+#: are plain ``assert`` cells that run after its solution cells (``make test`` executes
+#: every notebook under book/). Grading each solution copy again would cost one more
+#: execution of every chapter.
+SOLUTION_SMOKE = [p for p in MASTERS if p.stem == "no_gradient_field"]
+
+
+def _grade(made, which):
+    master, result = made
+    return _finish(_start_grading(result / which / master.name, result, result / f"graded-{which}"))
+
+
 @pytest.fixture(scope="module")
 def graded(made):
-    """GradingResults of the untouched student copy and of the solution notebook."""
-    master, result = made
-    # one after the other: two chapter executions side by side would double the time on 2 cores
-    return {which: _finish(_start_grading(result / which / master.name, result, result / f"graded-{which}"))
-            for which in ("student", "autograder")}
+    """GradingResults of the untouched student copy."""
+    return {"student": _grade(made, "student")}
+
+
+@pytest.fixture(scope="module", params=SOLUTION_SMOKE, ids=lambda p: p.stem)
+def graded_solution(request, tmp_path_factory):
+    """GradingResults of the solution notebook (the smoke-test masters)."""
+    master = request.param
+    return _grade((master, assign_tool.assign(master, tmp_path_factory.mktemp("assignments"))), "autograder")
 
 
 def test_there_is_a_master_notebook():
-    assert any(p.stem == "no_gradient_field" for p in MASTERS)
+    assert any(p.stem == "no_gradient_field" for p in MASTERS) and SOLUTION_SMOKE
 
 
 def test_masters_are_offline():
@@ -207,8 +227,8 @@ def test_untouched_student_copy_fails_cleanly(graded):
         assert qres.score == 0, f"{name} passes with no answer"
 
 
-def test_solutions_pass_every_test(graded):
-    res = graded["autograder"]
+def test_solutions_pass_every_test(graded_solution):
+    res = graded_solution
     assert not res.has_catastrophic_failure()
     assert res.total == res.possible > 0, res.summary()
     n_hidden = 0
