@@ -63,6 +63,10 @@ def _blocks(master: Path):
     return solutions, tests
 
 
+def _is_solution_cell(cell, solutions) -> bool:
+    return any(cell.source == c.source and cell.cell_type == c.cell_type for c in solutions)
+
+
 def _solution_fragments(cell) -> list[str]:
     """Pieces of solution code that must not survive into the student copy."""
     if cell.cell_type == "markdown":
@@ -195,8 +199,14 @@ def test_student_copy_has_no_solutions(made):
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     solutions, tests = _blocks(master)
     assert solutions and tests
+    # A fragment that the chapter itself shows outside its solutions (e.g. a `glue(...)` line the
+    # solution repeats) gives nothing away.
+    public = "\n".join(c.source for c in nbformat.read(master, as_version=4).cells if c.cell_type != "raw"
+                       and not _is_solution_cell(c, solutions))
     for cell in solutions:
         for fragment in _solution_fragments(cell):
+            if fragment in public:
+                continue
             where = sources if cell.cell_type == "markdown" else code
             assert fragment not in where, f"solution left in the student copy: {fragment!r}"
     for marker in ("# SOLUTION", "BEGIN SOLUTION", "BEGIN QUESTION", "ASSIGNMENT CONFIG", "BEGIN TESTS"):
@@ -212,7 +222,7 @@ def test_student_copy_has_no_solutions(made):
     assert any(name in zipped for name in ("hidden=True", "'hidden': True", '"hidden": true'))
     # each question: answer cells with "..." and a check cell; no book-only markup left
     n_questions = len(nb.metadata["otter"]["tests"])
-    assert n_questions >= 2
+    assert n_questions >= 1
     checks = [c for c in nb.cells if c.cell_type == "code" and re.fullmatch(r'grader\.check\("\w+"\)', c.source.strip())]
     assert len(checks) == n_questions
     assert all("..." in c.source for c in nb.cells if "otter_answer_cell" in c.metadata.get("tags", []))
