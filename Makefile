@@ -38,10 +38,10 @@ book: $(STAMP)
 	@echo
 	@echo "The book is built. Open $(CURDIR)/_build/html/index.html"
 
-# Two workers (the machine has 2 cores): each notebook's cells stay on one worker
-# (tests/conftest.py groups them), everything else is spread one test at a time.
+# Two workers (the machine has 2 cores); --dist loadfile keeps each file on one
+# worker, so a notebook's cells share one kernel (nbval) and the book is built once.
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 assignments: $(STAMP)
 	$(BIN)/python tools/assign.py --check
