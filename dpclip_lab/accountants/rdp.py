@@ -123,7 +123,8 @@ def rdp_laplace(noise_multiplier, orders=DEFAULT_ORDERS) -> np.ndarray:
     o = _as_orders(orders)
     log_terms = np.stack([np.log(o / (2 * o - 1)) + (o - 1) / b,
                           np.log((o - 1) / (2 * o - 1)) - o / b])
-    return special.logsumexp(log_terms, axis=0) / (o - 1)
+    # ρ ≥ 0 always; at very large b the two terms cancel to within rounding (±1e-16)
+    return np.maximum(special.logsumexp(log_terms, axis=0) / (o - 1), 0.0)
 
 
 # ----------------------------------------------------------------------------------------
