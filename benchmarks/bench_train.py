@@ -40,12 +40,7 @@ from dpclip_lab.training import train  # noqa: E402
 K = 10  # optimizer steps per timed call
 
 
-def small_cnn(side: int) -> nn.Module:
-    k = side // 4
-    return nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(32 * k * k, 10))
+from bench_algorithms import small_cnn  # noqa: E402  (the same model in both benchmarks; scripts run from benchmarks/)
 
 
 def interleaved(fns: dict, repeats: int) -> dict:
