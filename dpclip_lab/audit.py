@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ._validation import check_int, check_nonnegative, check_open_unit, check_positive
+from ._validation import check_int, check_interval, check_nonnegative, check_open_unit, check_positive
 from .privatizers import GaussianPrivatizer
 
 __all__ = [
@@ -78,8 +78,14 @@ def clopper_pearson_upper(k, n, alpha):
     """
     from scipy.stats import beta
 
-    k = np.asarray(k, dtype=float)
-    n = float(n)
+    n = float(check_int(n, "n", minimum=1))
+    try:
+        k = np.asarray(k, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"k must be an integer count or an array of them, got {k!r}") from None
+    if not np.all(np.isfinite(k)) or np.any(k != np.round(k)) or np.any(k < 0) or np.any(k > n):
+        raise ValueError(f"k must hold integer counts in [0, n] = [0, {int(n)}], got {k!r}")
+    alpha = check_open_unit(alpha, "alpha")
     with np.errstate(all="ignore"):
         u = beta.ppf(1.0 - alpha, k + 1.0, np.maximum(n - k, 1e-300))
     return np.where(k >= n, 1.0, u)
@@ -274,7 +280,14 @@ def gradient_canary_oracle(in_run: torch.Tensor, canary_gradient: torch.Tensor, 
     :class:`dpclip_lab.algorithms.oracles.CallableOracle` expects for ``R > 1``
     runs: ``(theta[R, p], idx[R, m] or [m]) -> [R, m, p]``.
     """
+    if not isinstance(canary_gradient, torch.Tensor) or not bool(torch.isfinite(canary_gradient).all()):
+        raise ValueError("canary_gradient must be a finite tensor (no NaN or inf entries)")
+    if not isinstance(in_run, torch.Tensor) or in_run.dim() != 1:
+        raise ValueError(f"in_run must be a 1-D tensor (one flag per run), got {getattr(in_run, 'shape', in_run)!r}")
     g = canary_gradient.reshape(-1)
+    if other_gradient is not None and (other_gradient.numel() != g.numel()
+                                       or not bool(torch.isfinite(other_gradient).all())):
+        raise ValueError(f"other_gradient must be a finite tensor with {g.numel()} entries like canary_gradient")
     o = None if other_gradient is None else other_gradient.reshape(-1).to(g)
     member = in_run.to(device=g.device, dtype=torch.bool)
 
@@ -306,6 +319,10 @@ def module_batched_grad_fn(model: torch.nn.Module, loss_fn, inputs: torch.Tensor
     from torch.func import functional_call, grad, vmap
 
     from .per_sample import unflatten
+
+    if inputs.shape[0] != targets.shape[0]:
+        raise ValueError(f"targets must have one entry per input: inputs has {inputs.shape[0]} rows, "
+                         f"targets {targets.shape[0]}")
 
     def loss_one(flat, x, y):
         out = functional_call(model, unflatten(model, flat), (x.unsqueeze(0),))
@@ -461,7 +478,7 @@ def gradient_canary_audit(algorithm: str = "dp_sgd", *, runs: int, steps: int, n
     C = check_positive(clip_norm, "clip_norm")
     G = C if canary_norm is None else check_positive(canary_norm, "canary_norm")
     lr = check_positive(lr, "lr")
-    delta = _check_delta(delta)
+    delta = check_open_unit(delta, "delta")        # the accountant's ε is defined for δ in (0, 1)
     confidence = check_open_unit(confidence, "confidence")
     at = _checkpoints(checkpoints, steps)
     R = 2 * runs
@@ -524,9 +541,19 @@ def input_canary_audit(X: torch.Tensor, y: torch.Tensor, loss, canary_x: torch.T
     steps = check_int(steps, "steps", minimum=1)
     C = check_positive(clip_norm, "clip_norm")
     lr = check_positive(lr, "lr")
-    delta = _check_delta(delta)
+    delta = check_open_unit(delta, "delta")        # the accountant's ε is defined for δ in (0, 1)
     confidence = check_open_unit(confidence, "confidence")
     at = _checkpoints(checkpoints, steps)
+    if not (isinstance(X, torch.Tensor) and X.dim() == 2):
+        raise ValueError(f"X must be a 2-D tensor [n, p], got {getattr(X, 'shape', type(X).__name__)}")
+    if torch.as_tensor(y).shape != (X.shape[0],):
+        raise ValueError(f"y must have shape ({X.shape[0]},) to match X, got {tuple(torch.as_tensor(y).shape)}")
+    if not isinstance(canary_x, torch.Tensor) or canary_x.numel() != X.shape[1]:
+        raise ValueError(f"canary_x must be a tensor with p = {X.shape[1]} entries (one row of X), "
+                         f"got shape {tuple(getattr(canary_x, 'shape', ()))}")
+    if not bool(torch.isfinite(canary_x).all()):
+        raise ValueError("canary_x must be finite; it holds NaN or inf entries")
+    canary_y = check_interval(canary_y, "canary_y", -math.inf, math.inf, closed=(False, False))
     X = torch.cat([X, canary_x.reshape(1, -1).to(X)], 0)
     y = torch.cat([torch.as_tensor(y, dtype=X.dtype), torch.tensor([float(canary_y)], dtype=X.dtype)])
     n, p = X.shape
@@ -578,6 +605,9 @@ def one_run_p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> flo
     """
     from scipy.stats import binom
 
+    m, r, v = check_int(m, "m"), check_int(r, "r"), check_int(v, "v")
+    epsilon = check_nonnegative(epsilon, "epsilon")
+    delta = _check_delta(delta)
     if not 0 <= v <= r <= m:
         raise ValueError(f"need 0 <= v <= r <= m, got v={v}, r={r}, m={m}")
     q = 1.0 / (1.0 + math.exp(-epsilon))

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ._validation import check_int, check_nonnegative, check_open_unit, check_positive
+from ._validation import (check_finite_tensor, check_int, check_interval, check_nonnegative, check_open_unit,
+                          check_positive)
 from .accountants.paper_bounds import wang_remark4_betas
 
 __all__ = [
@@ -61,6 +62,13 @@ def _as_q(q, like: torch.Tensor) -> torch.Tensor:
     if not bool(((qt >= 1) & (qt <= 2)).all()):
         raise ValueError(f"q must lie in [1, 2], got {q!r}")
     return qt
+
+
+def _check_weights(w, X, name: str) -> None:
+    if not isinstance(w, torch.Tensor) or w.dim() == 0 or w.shape[-1] != X.shape[-1]:
+        raise ValueError(f"{name} must be a tensor [..., p] with p = {X.shape[-1]} (columns of X), "
+                         f"got shape {tuple(getattr(w, 'shape', ()))}")
+    check_finite_tensor(w, name)
 
 
 def _residual(family, z, y):
@@ -94,6 +102,8 @@ def holder_ratio(family, a, b, y, q, alpha=None) -> torch.Tensor:
     bounded and a non-smooth one does not.
     """
     a, b = torch.broadcast_tensors(torch.as_tensor(a), torch.as_tensor(b))
+    check_finite_tensor(a, "a")
+    check_finite_tensor(b, "b")
     y = torch.as_tensor(y, dtype=a.dtype)
     qt = _as_q(q, a)
     al = qt - 1.0 if alpha is None else torch.as_tensor(alpha, dtype=a.dtype)
@@ -124,6 +134,8 @@ def glp_holder_ratio(family, X, y, q, w, w_prime, alpha=None) -> torch.Tensor:
     """
     qt = _as_q(q, X)
     al = qt - 1.0 if alpha is None else torch.as_tensor(alpha, dtype=X.dtype)
+    _check_weights(w, X, "w")
+    _check_weights(w_prime, X, "w_prime")
     za, zb = w @ X.T, w_prime @ X.T                               # [..., n]
     dcoef = (q_loss_derivative(family, za, y, qt) - q_loss_derivative(family, zb, y, qt)).abs()
     gap = dcoef * torch.linalg.vector_norm(X, dim=-1)               # ‖(f'(a) − f'(b)) x‖
@@ -197,6 +209,8 @@ def sgd_runs(X, y, *, family, q, lr, steps, runs, n=None, radius=None, noise_std
     _check_family(family)
     if X.dim() != 2 or y.shape != X.shape[:1]:
         raise ValueError(f"X must be [N, p] and y [N], got {tuple(X.shape)} and {tuple(y.shape)}")
+    check_finite_tensor(X, "X")
+    check_finite_tensor(y, "y")
     T = check_int(steps, "steps", minimum=1)
     runs = check_int(runs, "runs", minimum=1)
     N, p = X.shape
@@ -270,6 +284,7 @@ def sgd_runs(X, y, *, family, q, lr, steps, runs, n=None, radius=None, noise_std
 
 def empirical_risk(family, X, y, q, w) -> torch.Tensor:
     """``R_S(w) = (1/n) Σ f(⟨w, x_i⟩; y_i)`` for ``w [..., p]`` (q broadcasting over ``[...]``)."""
+    _check_weights(w, X, "w")
     qt = torch.as_tensor(q, dtype=X.dtype, device=X.device)
     if qt.dim():
         qt = qt[..., None]
@@ -297,9 +312,7 @@ def wang_thm7_terms(*, steps, n, eta, alpha, L, M, gamma, R=None, C_alpha=None):
     n = check_int(n, "n", minimum=1)
     eta = check_positive(eta, "eta")
     gamma = check_open_unit(gamma, "gamma")
-    a = float(alpha)
-    if not 0 <= a <= 1:
-        raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
+    a = check_interval(alpha, "alpha", 0.0, 1.0)
     L = check_positive(L, "L")
     M = check_nonnegative(M, "M")
     x = 3 * n * math.log(n / gamma) / T
@@ -329,7 +342,7 @@ def wang_thm9_rate(n, d, epsilon, delta, alpha, gamma=0.1) -> float:
     + log(n) (log 1/γ)^{2/(3+α)} log(n/δ) / n^{1/(3+α)}``.
     """
     n, d, e, dl, g = _rate_args(n, d, epsilon, delta, gamma)
-    a = float(alpha)
+    a = check_interval(alpha, "alpha", 0.0, 1.0)
     lg = math.log(1 / g)
     return (math.sqrt(d * math.log(1 / dl)) * math.log(n / dl) / (lg ** ((1 + a) / (4 * (3 + a))) * n ** (2 / (3 + a)) * e)
             + math.log(n) * lg ** (2 / (3 + a)) * math.log(n / dl) / n ** (1 / (3 + a)))
@@ -358,9 +371,7 @@ def wang_thm12_rate(n, d, epsilon, delta, gamma=0.1) -> float:
 
 
 def _steps_for(n, alpha, threshold):
-    a = float(alpha)
-    if not 0 <= a <= 1:
-        raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
+    a = check_interval(alpha, "alpha", 0.0, 1.0)
     return max(int(math.ceil(n ** ((2 - a) / (1 + a)))), int(n)) if a < threshold else int(n)
 
 
@@ -368,9 +379,7 @@ def wang_thm9_schedule(n, alpha, gamma=0.1):
     """Thm 9's (T, η): ``T = n^{(6−3α−α²)/((1+α)(3+α))}`` if ``α < (√73 − 7)/4``, else n;
     ``η = n^{1/(3+α)} / (T (log 1/γ)^{1/(3+α)})``."""
     n = check_int(n, "n", minimum=2)
-    a = float(alpha)
-    if not 0 <= a <= 1:
-        raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
+    a = check_interval(alpha, "alpha", 0.0, 1.0)
     T = int(math.ceil(n ** ((6 - 3 * a - a * a) / ((1 + a) * (3 + a))))) if a < (math.sqrt(73) - 7) / 4 else n
     eta = n ** (1 / (3 + a)) / (T * math.log(1 / check_open_unit(gamma, "gamma")) ** (1 / (3 + a)))
     return T, eta
@@ -449,9 +458,7 @@ def wang_table1(n, alpha, *, epsilon=1.0, d=30, delta=None):
     the O(·) expression without its constant).
     """
     n = check_positive(n, "n")
-    a = float(alpha)
-    if not 0 <= a <= 1:
-        raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
+    a = check_interval(alpha, "alpha", 0.0, 1.0)
     e = check_positive(epsilon, "epsilon")
     d = check_positive(d, "d")
     dl = 1.0 / (n * n) if delta is None else check_open_unit(delta, "delta")
@@ -500,7 +507,7 @@ def wang_thm11_smallest_epsilon(n, steps=None, delta=None, *, betas=None, lo=1e-
     Assumes feasibility is monotone in ε on ``[lo, hi]`` (checked at the ends; the book
     checks it on a grid). Returns ``inf`` if even ``hi`` is infeasible.
     """
-    n = check_int(n, "n", minimum=1)
+    n = check_int(n, "n", minimum=2)
     T = n if steps is None else check_int(steps, "steps", minimum=1)
     dl = 1.0 / (n * n) if delta is None else check_open_unit(delta, "delta")
 
