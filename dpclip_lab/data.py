@@ -168,7 +168,11 @@ _IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">
 
 
 def read_idx(path) -> np.ndarray:
-    """Read an IDX file (the MNIST format; ``.gz`` allowed) into a numpy array."""
+    """Lab utility: read an IDX file (the MNIST format; ``.gz`` allowed) into a numpy array.
+
+    The format of LeCun et al.'s MNIST distribution: two zero bytes, an element-type code,
+    the number of dimensions, the sizes as big-endian uint32, then the data.
+    """
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as f:
@@ -192,7 +196,7 @@ def read_idx(path) -> np.ndarray:
 
 
 def write_idx(path, array: np.ndarray) -> None:
-    """Write a uint8 array as an IDX file (used by the tests to ship a tiny MNIST)."""
+    """Lab utility: write a uint8 array as an IDX file (``tests/data/make_mnist_tiny.py`` ships a tiny MNIST)."""
     array = np.asarray(array, dtype=np.uint8)
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
@@ -201,21 +205,36 @@ def write_idx(path, array: np.ndarray) -> None:
         f.write(array.tobytes())
 
 
-def load_mnist(path=None, *, dtype=torch.float32, device=None, limit: int | None = None) -> Dataset:
-    """MNIST from the four standard IDX files in a local folder (no download).
+def load_mnist(path=None, *, dtype=torch.float32, device=None, limit: int | None = None,
+               fallback: str | None = None) -> Dataset:
+    """Lab utility: MNIST from the four standard IDX files in a local folder (no download).
 
-    ``path`` defaults to the ``DPCLIP_MNIST`` environment variable. Files may
-    be gzipped. Returns images ``[n, 1, 28, 28]`` in [0, 1] and integer labels.
-    Raises ``FileNotFoundError`` with instructions if the files are absent — the
-    book then falls back to :func:`digits` and says so — and ``ValueError`` naming the
-    file if a file is truncated, swapped (labels where images belong) or holds labels
-    outside 0–9. ``limit`` (an int >= 1) keeps the first ``limit`` examples of each
-    split; ``dtype`` must be a floating-point dtype.
+    The data of Chen, Wu & Hong (2020), §4 (and App. F–G). ``path`` defaults to the
+    ``DPCLIP_MNIST`` environment variable. Files may be gzipped. Returns images
+    ``[n, 1, 28, 28]`` in [0, 1] and integer labels. Raises ``FileNotFoundError`` with
+    instructions if the files are absent, and ``ValueError`` naming the file if a file is
+    truncated, swapped (labels where images belong) or holds labels outside 0–9. ``limit``
+    (an int >= 1) keeps the first ``limit`` examples of each split; ``dtype`` must be a
+    floating-point dtype.
+
+    ``fallback="digits"``: when neither ``path`` nor ``DPCLIP_MNIST`` is given, return
+    :func:`digits` ``(images=True)`` instead (8×8 images; ``limit`` applies too) — the book's
+    chapters call it this way, so the same line runs on MNIST for a reader who has it.
+    A path that is given but holds no MNIST still raises: the reader asked for MNIST.
+    The returned ``description`` says which data set it is.
     """
     if limit is not None:
         limit = check_int(limit, "limit", minimum=1)
     _check_float_dtype(dtype)
+    if fallback not in (None, "digits"):
+        raise ValueError(f"fallback must be None or 'digits', got {fallback!r}")
     path = path or os.environ.get("DPCLIP_MNIST")
+    if path is None and fallback == "digits":
+        ds = digits(images=True, dtype=dtype, device=device)
+        if limit is not None:
+            ds = Dataset(ds.X_train[:limit], ds.y_train[:limit], ds.X_test[:limit], ds.y_test[:limit],
+                         ds.description)
+        return ds
     if path is None:
         raise FileNotFoundError("load_mnist needs path= or the DPCLIP_MNIST environment variable "
                                 "pointing at a folder with the four MNIST IDX files")

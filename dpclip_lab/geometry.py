@@ -41,8 +41,9 @@ __all__ = [
     "expected_clipped_mean", "clipped_stationary_interval",
     "BiasDecomposition", "bias_decomposition", "descent_on_samples",
     "mixture_descent", "theorem3_lower_bound",
-    "wasserstein_disparity", "theorem5_rate_term", "theorem5_v",
+    "wasserstein_disparity", "theorem5_rate_term", "theorem5_v", "theorem5_step_bound",
     "random_projections", "cosines_to_mean", "norm_statistics", "symmetry_score",
+    "chen_cnn", "GradientSnapshots", "gradients_along_training", "hessian_norm_estimate",
 ]
 
 _SQRT2 = math.sqrt(2.0)
@@ -105,7 +106,9 @@ def _clamped_normal_mean(mean, std, c):
 
 
 def prob_noise_below(radius, *, dim: int = 1, noise_std=1.0):
-    """``P(‖ξ‖ < radius)`` for ``ξ ~ N(0, noise_std² I_dim)``: the chi distribution's CDF.
+    """``P(‖ξ‖ < radius)`` for ``ξ ~ N(0, noise_std² I_dim)``: the probability term of Chen, Wu & Hong (2020), Thm 2.
+
+    The chi distribution's CDF (Thm 2, Corollary 1, Thm 6 use it with ``radius = c/4``).
 
     ``‖ξ‖²/s² ~ χ²_d``, so the probability is the regularized lower incomplete
     gamma function ``P(d/2, r²/(2 s²))`` (scipy's ``gammainc``). With
@@ -126,7 +129,10 @@ def prob_noise_below(radius, *, dim: int = 1, noise_std=1.0):
 
 
 def h_c(grad_norm, clip_norm):
-    """``h_c(y) = min(y², (3/4) c y)`` of Thm 5 (= y · min(y, 3c/4), Thm 2's two cases). Tensors broadcast."""
+    """``h_c(y) = min(y², (3/4) c y)`` of Chen, Wu & Hong (2020), Thm 5 (= y · min(y, 3c/4), Thm 2's two cases).
+
+    Tensors broadcast.
+    """
     y = _as_tensor(grad_norm, "grad_norm", nonneg=True)
     c = _as_tensor(clip_norm, "clip_norm", like=y if y.is_floating_point() else None, positive=True)
     out = y * torch.minimum(y, 0.75 * c)
@@ -347,7 +353,7 @@ class BiasDecomposition:
 
 def bias_decomposition(grad: torch.Tensor, noise: torch.Tensor, clip_norm, *,
                        symmetric_noise: torch.Tensor | None = None) -> BiasDecomposition:
-    """Split the expected descent into Thm 2's symmetric part and the bias ``b_t`` (eq. (5)).
+    """Split the expected descent into Thm 2's symmetric part and the bias ``b_t`` (Chen, Wu & Hong (2020), eq. (5)).
 
     Parameters
     ----------
@@ -377,7 +383,7 @@ def bias_decomposition(grad: torch.Tensor, noise: torch.Tensor, clip_norm, *,
 
 def mixture_descent(means: torch.Tensor, weights, clip_norm, *, noise_std=1.0, samples: int = 100_000,
                     seed: int = 0):
-    """Expected descent when the stochastic gradient is a mixture of spherical Gaussians (§2.2, Thm 3).
+    """Expected descent for a mixture of spherical Gaussians (Chen, Wu & Hong (2020), §2.2, Thm 3).
 
     Component ``i`` (weight ``w_i``) draws ``u_i + η``, ``η ~ N(0, noise_std² I)``;
     the true gradient is ``∇f = Σ w_i u_i``. By spherical symmetry
@@ -450,12 +456,20 @@ def _descent_values(grad, noise, c):
     materializing clipped vectors: for a ``[m, p]`` CNN gradient matrix and many clip
     norms this is the difference between O(m p) and O(K m p) memory.
     """
-    G = grad + noise
-    inner = G @ grad                                          # [m]
-    norms = safe_norm(G)                                      # [m]
-    ct = torch.as_tensor(c, dtype=G.dtype, device=G.device)
-    scale = (ct.reshape(-1, 1) / norms.clamp(min=torch.finfo(G.dtype).tiny)).clamp(max=1.0)
-    h = inner * scale
+    # ⟨v, v + ξ⟩ = ‖v‖² + ⟨ξ, v⟩ and ‖v + ξ‖² = ‖v‖² + 2⟨ξ, v⟩ + ‖ξ‖²: one matrix-vector product and
+    # one row norm, in float64, without the [m, p] matrix v + ξ (ten times faster on a CNN's gradients)
+    f64 = torch.float64
+    gg = (grad.to(f64) @ grad.to(f64))
+    ng = (noise @ grad).to(f64)                               # [m]
+    nrm = torch.linalg.vector_norm(noise, dim=-1, dtype=f64)  # [m]; overflow-safe fallback below
+    if not bool(torch.isfinite(nrm).all()):
+        nrm = safe_norm(noise).to(f64)
+    nn2 = nrm * nrm
+    inner = gg + ng
+    norms = torch.sqrt((gg + 2 * ng + nn2).clamp(min=0))
+    ct = torch.as_tensor(c, dtype=f64, device=grad.device)
+    scale = (ct.reshape(-1, 1) / norms.clamp(min=torch.finfo(f64).tiny)).clamp(max=1.0)
+    h = (inner * scale).to(grad.dtype)
     return h[0] if ct.dim() == 0 else h
 
 
@@ -523,7 +537,7 @@ def wasserstein_disparity(grad: torch.Tensor, noise: torch.Tensor, clip_norm, *,
 
 def theorem5_v(noise_multiplier: float, *, n: int, batch_size: int, steps: int, epsilon: float,
                delta: float) -> float:
-    """The constant ``v`` of Thm 4–5 implied by an actual calibration.
+    """The constant ``v`` of Chen, Wu & Hong (2020), Thm 4–5, implied by an actual calibration.
 
     The paper adds ``Z_t ~ N(0, σ² I)`` to the *mean* clipped gradient and writes
     ``σ² = v c² T ln(1/δ) / (n² ε²)``. The lab adds ``N(0, (zc)²)`` to the sum
@@ -542,7 +556,7 @@ def theorem5_v(noise_multiplier: float, *, n: int, batch_size: int, steps: int, 
 
 def theorem5_rate_term(*, v: float, clip_norm: float, D_f: float, G: float, dim: int, n: int,
                        epsilon: float, delta: float) -> float:
-    """First term of Thm 5's right-hand side: ``(v/2 + 3/2) c √(D_f G d ln(1/δ)) / (n ε)``.
+    """First term of Chen, Wu & Hong (2020), Thm 5's right-hand side: ``(v/2 + 3/2) c √(D_f G d ln(1/δ)) / (n ε)``.
 
     The ``O(√d/(nε))`` rate of DP-SGD; the step size that achieves it is
     ``α = √(D_f d ln(1/δ)) / (n ε c √G)`` (App. D, eq. (52)).
@@ -555,6 +569,60 @@ def theorem5_rate_term(*, v: float, clip_norm: float, D_f: float, G: float, dim:
     eps = check_positive(epsilon, "epsilon")
     dlt = check_open_unit(delta, "delta")
     return (0.5 * check_nonnegative(v, "v") + 1.5) * c * math.sqrt(Df * Gs * d * math.log(1 / dlt)) / (n * eps)
+
+
+def theorem5_step_bound(*, lr, steps: int, clip_norm, D_f: float, G: float, dim: int, noise_std,
+                        batch_factor: float = 1.0):
+    """The rate side of Chen, Wu & Hong (2020), Thm 5 for any constant step size: App. D, eq. (50).
+
+    The proof of Thm 5 (App. D, eq. (45)–(50)) bounds, for DP-SGD with step ``α`` over ``T``
+    steps on a ``G``-smooth ``f``,
+
+        ``(1/T) Σ_t E⟨∇f(x_t), g_t⟩ ≤ D_f / (T α) + (G α / 2) (E‖g_t‖² + E‖Z_t‖²)``,
+
+    with ``E‖g_t‖² ≤ batch_factor · c²`` and ``E‖Z_t‖² = noise_std² · d``. Thm 5 then picks
+    ``α`` and ``T`` (eq. (51)–(52)); this function keeps them free, so it applies to the run
+    that was actually made. At Thm 5's ``α = √(D_f d ln(1/δ)) / (n ε c √G)``,
+    ``T = n² ε² / (d ln(1/δ))``, ``noise_std² = v c² T ln(1/δ) / (n² ε²)`` and
+    ``batch_factor = 1`` it equals :func:`theorem5_rate_term` (the tests check it).
+
+    Parameters
+    ----------
+    lr : float or Tensor
+        The constant step size ``α``.
+    steps : int
+        ``T``.
+    clip_norm : float or Tensor
+        ``c`` (tensors broadcast with ``lr`` and ``noise_std``: one value per run of a sweep).
+    D_f : float
+        Any upper bound on ``f(x_1) − min f`` (for a non-negative loss, ``f(x_1)`` itself).
+    G : float
+        The Lipschitz constant of ``∇f`` (smoothness).
+    dim : int
+        ``d``, the number of parameters.
+    noise_std : float or Tensor
+        Standard deviation per coordinate of the privacy noise on the *mean* clipped gradient
+        (the paper's ``σ``; in the lab's convention ``z c / b``).
+    batch_factor : float
+        A bound on ``E‖g_t‖² / c²`` (≥ 1 is not required; default 1, the paper's). With
+        Poisson sampling and the lab's division by the *expected* batch size ``b``,
+        ``‖g_t‖ ≤ c |S_t| / b`` and ``E|S_t|² / b² = 1 + (1 − q)/b``: pass that.
+
+    Returns
+    -------
+    float, or a Tensor if any of ``lr``, ``clip_norm``, ``noise_std`` is a tensor.
+    """
+    scalar = not any(isinstance(v, torch.Tensor) for v in (lr, clip_norm, noise_std))
+    a = _as_tensor(lr, "lr", positive=True)
+    c = _as_tensor(clip_norm, "clip_norm", like=a, positive=True)
+    s = _as_tensor(noise_std, "noise_std", like=a, nonneg=True)
+    T = check_int(steps, "steps", minimum=1)
+    Df = check_nonnegative(D_f, "D_f")
+    Gs = check_positive(G, "G")
+    d = check_int(dim, "dim", minimum=1)
+    bf = check_nonnegative(batch_factor, "batch_factor")
+    out = Df / (T * a) + 0.5 * Gs * a * (bf * c * c + s * s * d)
+    return _ret(out, scalar)
 
 
 # ----------------------------------------------------------------------------- §4 views
@@ -610,7 +678,7 @@ def norm_statistics(G: torch.Tensor, clip_norm) -> dict:
 
 
 def symmetry_score(X: torch.Tensor, *, center: torch.Tensor | None = None) -> float:
-    """How symmetric a point cloud is about its mean: ``1 − W₁(p, p⁻) / (2 E‖x − μ‖)``.
+    """Lab utility: how symmetric a point cloud is about its mean, ``1 − W₁(p, p⁻) / (2 E‖x − μ‖)``.
 
     ``X`` is ``[n]`` or ``[n, k]`` (a projection view, cosines, ...). ``p`` is the
     empirical distribution of ``x_i − μ`` (``μ`` = the mean, or ``center``) and
@@ -636,3 +704,150 @@ def symmetry_score(X: torch.Tensor, *, center: torch.Tensor | None = None) -> fl
     M = ot.dist(Y, -Y, metric="euclidean")
     w = np.full(len(Y), 1.0 / len(Y))
     return float(1.0 - ot.emd2(w, w, M, numItermax=10_000_000) / scale)
+
+
+# ----------------------------------------------------------------------------- §4 experiment
+def chen_cnn(*, seed: int = 0, classes: int = 10, dtype=torch.float32) -> torch.nn.Module:
+    """The CNN of Chen, Wu & Hong (2020), §4: two conv layers of 16 4×4 kernels, then 32 units.
+
+    ``conv(1→16, 4×4) → ReLU → conv(16→16, 4×4) → ReLU → avg-pool to 2×2 → linear(64→32)
+    → ReLU → linear(32→classes)``. The adaptive average pool is ours: it lets the same
+    network take scikit-learn's 8×8 digits and 28×28 MNIST (the paper trains on MNIST
+    only). The weights are drawn under ``torch.manual_seed(seed)`` inside a forked RNG
+    state, so the global generator is left untouched.
+    """
+    from torch import nn
+
+    seed = check_int(seed, "seed")
+    k = check_int(classes, "classes", minimum=2)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = nn.Sequential(nn.Conv2d(1, 16, 4, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 4, padding=1), nn.ReLU(),
+                              nn.AdaptiveAvgPool2d(2), nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, k))
+    return model.to(dtype)
+
+
+@dataclass(frozen=True)
+class GradientSnapshots:
+    """Lab utility: what :func:`gradients_along_training` records (Chen, Wu & Hong (2020), §4).
+
+    ``grads[e]`` — per-example gradients ``[view, p]`` (float64) of the first ``view``
+    training examples at the end of epoch ``e`` (epoch 0: at initialization);
+    ``loss[e]``/``accuracy[e]`` — mean training loss on all ``n`` examples and test
+    accuracy (NaN without a test set); ``measured[e]`` — what ``measure(model)`` returned;
+    ``params[e]`` — the flat parameters. The privacy record (``noise_multiplier``,
+    ``sample_rate``, ``steps``) covers every step trained.
+    """
+
+    grads: dict
+    loss: dict
+    accuracy: dict
+    measured: dict
+    params: dict
+    steps_per_epoch: int
+    steps: int
+    sample_rate: float
+    noise_multiplier: float
+
+
+def gradients_along_training(model, loss_fn, inputs: torch.Tensor, targets: torch.Tensor, *, epochs: int,
+                             checkpoints, view: int = 400, lr, clip_norm, noise_multiplier: float,
+                             batch_size: int, test=None, measure=None, measure_at=None,
+                             seed: int = 0) -> GradientSnapshots:
+    """Train with DP-SGD and record per-example gradients at checkpoints (Chen, Wu & Hong (2020), §4).
+
+    The experiment behind the paper's Figs 1–3 and 5–11: DP-SGD (:func:`dpclip_lab.train`,
+    Poisson batches, one call per epoch of ``⌈n / batch_size⌉`` steps with seed
+    ``seed + epoch``) and, at the end of each epoch in ``checkpoints`` (0 = before training),
+    the per-example gradients of the first ``view`` training examples
+    (:func:`dpclip_lab.per_sample_grads`), from which every view of §4 is computed.
+    ``measure(model)``, if given, is called at each epoch of ``measure_at`` (default:
+    ``checkpoints``) and its result kept in ``measured`` (e.g. quantities of Thm 5 over the
+    whole training set, without keeping an ``[n, p]`` matrix per checkpoint). The book runs
+    it on scikit-learn's digits, or on MNIST when :func:`dpclip_lab.data.load_mnist` finds
+    the IDX files; ``tests/test_geometry.py`` runs it on a tiny MNIST fixture.
+
+    Parameters
+    ----------
+    model : nn.Module
+        Trained in place (it ends with the last epoch's parameters).
+    epochs : int
+        Number of epochs (≥ 0).
+    checkpoints, measure_at : iterables of epochs in ``[0, epochs]``.
+    view : int
+        Examples whose gradients are kept (≥ 0; capped at ``n``).
+    lr, clip_norm, noise_multiplier, batch_size
+        As in :func:`dpclip_lab.train`.
+    test : tuple (inputs, targets), optional
+        Test set for the accuracy.
+    """
+    from .per_sample import flat_params, per_sample_grads
+    from .training import evaluate, train
+
+    E = check_int(epochs, "epochs")
+    cps = sorted({check_int(e, "checkpoints") for e in checkpoints})
+    mat = cps if measure_at is None else sorted({check_int(e, "measure_at") for e in measure_at})
+    for name, lst in (("checkpoints", cps), ("measure_at", mat)):
+        if lst and lst[-1] > E:
+            raise ValueError(f"{name} must lie in [0, epochs = {E}], got {lst[-1]}")
+    if measure is not None and not callable(measure):
+        raise TypeError(f"measure must be callable, got {type(measure).__name__}")
+    n = check_int(inputs.shape[0], "n", minimum=1)
+    v = min(check_int(view, "view"), n)
+    b = check_int(batch_size, "batch_size", minimum=1)
+    seed = check_int(seed, "seed")
+    spe = math.ceil(n / b)
+    grads, loss, acc, measured, params = {}, {}, {}, {}, {}
+    record = None
+    for e in range(E + 1):
+        if e in cps or e in mat:
+            loss[e] = evaluate(model, loss_fn, inputs, targets)[0]
+            acc[e] = evaluate(model, loss_fn, *test)[1] if test is not None else float("nan")
+            params[e] = flat_params(model)
+            if e in cps and v > 0:
+                grads[e] = per_sample_grads(model, loss_fn, inputs[:v], targets[:v]).double()
+            if e in mat and measure is not None:
+                measured[e] = measure(model)
+        if e < E:
+            record = train(model, loss_fn, inputs, targets, steps=spe, lr=lr, clip_norm=clip_norm,
+                           noise_multiplier=noise_multiplier, batch_size=b, seed=seed + e, log_every=spe,
+                           progress=False)
+    q = record.sample_rate if record is not None else b / n
+    return GradientSnapshots(grads, loss, acc, measured, params, spe, E * spe, q,
+                             check_nonnegative(noise_multiplier, "noise_multiplier"))
+
+
+def hessian_norm_estimate(model, loss_fn, inputs: torch.Tensor, targets: torch.Tensor, *, iters: int = 10,
+                          seed: int = 0) -> float:
+    """Lab utility: a lower estimate of the smoothness ``G`` of Chen, Wu & Hong (2020), Thm 1 and Thm 5.
+
+    ``G`` is the Lipschitz constant of ``∇f``, i.e. ``sup_x ‖∇²f(x)‖₂``. This runs ``iters``
+    steps of power iteration on the Hessian of ``f = loss_fn(model(inputs), targets)`` at the
+    model's current parameters (Hessian-vector products by double backward) and returns
+    ``‖H v‖`` for the last unit vector ``v`` — never more than ``‖∇²f(x)‖₂`` at this ``x``,
+    which in turn is at most ``G``. So the result *underestimates* ``G``: a bound computed
+    with it is optimistic, and the book says so. (A ReLU network is not even smooth
+    everywhere; the estimate is the curvature the run actually met.)
+    """
+    from .per_sample import unflatten
+
+    k = check_int(iters, "iters", minimum=1)
+    params = [q for q in model.parameters() if q.requires_grad]
+    theta = torch.cat([q.detach().reshape(-1) for q in params]).clone().requires_grad_(True)
+    names = [name for name, q in model.named_parameters() if q.requires_grad]
+    from torch.func import functional_call
+
+    shaped = unflatten(model, theta)
+    out = functional_call(model, {nm: shaped[nm] for nm in names}, (inputs,))
+    g = torch.autograd.grad(loss_fn(out, targets), theta, create_graph=True)[0]
+    gen = torch.Generator(device=theta.device).manual_seed(check_int(seed, "seed"))
+    vec = torch.randn(theta.shape, generator=gen, device=theta.device, dtype=theta.dtype)
+    vec = vec / vec.norm()
+    est = 0.0
+    for _ in range(k):
+        hv = torch.autograd.grad(g, theta, vec, retain_graph=True)[0]
+        est = float(hv.norm())
+        if not est > 0:
+            return 0.0
+        vec = hv / hv.norm()
+    return est

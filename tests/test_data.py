@@ -134,3 +134,40 @@ def test_load_mnist_refuses_silent_wrong_data(tmp_path):
 def test_digits_classes_must_be_two_distinct_digits(classes):
     with pytest.raises(ValueError, match="classes"):
         dl.data.digits(classes=classes)
+
+
+# --------------------------------------------------------------------------- the shipped tiny MNIST
+FIXTURE = __import__("pathlib").Path(__file__).resolve().parent / "data" / "mnist_tiny"
+
+
+def test_tiny_mnist_fixture_is_real_idx_and_reproducible(tmp_path):
+    """tests/data/mnist_tiny holds the four MNIST files in the real IDX format, made by make_mnist_tiny.py."""
+    import importlib.util
+
+    files = sorted(p.name for p in FIXTURE.iterdir())
+    assert files == ["t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", "train-images-idx3-ubyte.gz",
+                     "train-labels-idx1-ubyte"]
+    assert sum(p.stat().st_size for p in FIXTURE.iterdir()) < 100_000
+    raw = (FIXTURE / "t10k-images-idx3-ubyte").read_bytes()
+    assert raw[:4] == bytes([0, 0, 0x08, 3]) and raw[4:16] == bytes.fromhex("00000010 0000001c 0000001c")
+    spec = importlib.util.spec_from_file_location("make_mnist_tiny", FIXTURE.parent / "make_mnist_tiny.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for p in mod.write(tmp_path):
+        assert p.read_bytes() == (FIXTURE / p.name).read_bytes(), p.name
+    ds = dl.data.load_mnist(FIXTURE)
+    assert ds.X_train.shape == (48, 1, 28, 28) and ds.X_test.shape == (16, 1, 28, 28)
+    assert ds.y_train.dtype == torch.int64 and set(ds.y_train.tolist()) == set(range(10))
+    assert float(ds.X_train.max()) == 1.0 and float(ds.X_train[:, :, :2].abs().max()) == 0.0   # padded border
+
+
+def test_load_mnist_fallback(tmp_path, monkeypatch):
+    monkeypatch.delenv("DPCLIP_MNIST", raising=False)
+    ds = dl.data.load_mnist(limit=100, fallback="digits")
+    assert ds.X_train.shape == (100, 1, 8, 8) and ds.description.startswith("digits")
+    monkeypatch.setenv("DPCLIP_MNIST", str(FIXTURE))
+    assert dl.data.load_mnist(fallback="digits").X_train.shape[-1] == 28      # the env var wins
+    with pytest.raises(FileNotFoundError, match="train-images"):            # a given path must hold MNIST
+        dl.data.load_mnist(tmp_path, fallback="digits")
+    with pytest.raises(ValueError, match="fallback"):
+        dl.data.load_mnist(fallback="cifar")

@@ -289,3 +289,108 @@ def test_many_clip_norms_at_once_match_one_at_a_time():
     for k, c in enumerate(cs.tolist()):
         assert W[k].item() == pytest.approx(geo.wasserstein_disparity(g, G - g, c), abs=1e-12)
         assert D[k].item() == pytest.approx((clip(G, c) @ g).mean().item(), rel=1e-12)
+
+
+# --------------------------------------------------------------------------- Thm 5 for any step (App. D, eq. (50))
+def test_theorem5_step_bound_is_eq52_at_the_theorems_step_and_horizon():
+    n, d, eps, delta, Df, G, c = 1000, 10, 2.0, 1e-5, 2.0, 3.0, 0.7
+    v = geo.theorem5_v(1.1, n=n, batch_size=100, steps=50, epsilon=eps, delta=delta)
+    L = math.log(1 / delta)
+    T = n * n * eps * eps / (d * L)                                 # Thm 5's horizon (not an integer here)
+    alpha = math.sqrt(Df * d * L) / (n * eps * c * math.sqrt(G))     # Thm 5's step
+    sigma = math.sqrt(v * c * c * T * L / (n * n * eps * eps))
+    # D_f / (T alpha) with a non-integer T: pass steps=1 and D_f / T
+    got = geo.theorem5_step_bound(lr=alpha, steps=1, clip_norm=c, D_f=Df / T, G=G, dim=d, noise_std=sigma)
+    want = geo.theorem5_rate_term(v=v, clip_norm=c, D_f=Df, G=G, dim=d, n=n, epsilon=eps, delta=delta)
+    assert got == pytest.approx(want, rel=1e-12)
+    # any other step is worse: eq. (52)'s alpha minimizes the bound over alpha when T alpha is fixed...
+    # ...and the two terms are the ones of eq. (50)
+    b = geo.theorem5_step_bound(lr=0.1, steps=200, clip_norm=1.0, D_f=2.0, G=3.0, dim=10, noise_std=0.5,
+                                batch_factor=1.2)
+    assert b == pytest.approx(2.0 / 20 + 0.15 * (1.2 + 2.5), rel=1e-12)
+    cs = torch.tensor([0.1, 1.0, 10.0])
+    out = geo.theorem5_step_bound(lr=1 / cs, steps=100, clip_norm=cs, D_f=1.0, G=2.0, dim=5, noise_std=0.2 * cs)
+    assert out.shape == (3,) and bool((out[1:] > out[:-1]).all())
+    with pytest.raises(ValueError, match="lr"):
+        geo.theorem5_step_bound(lr=0.0, steps=1, clip_norm=1.0, D_f=1.0, G=1.0, dim=1, noise_std=0.0)
+    with pytest.raises(ValueError, match="G"):
+        geo.theorem5_step_bound(lr=0.1, steps=1, clip_norm=1.0, D_f=1.0, G=-1.0, dim=1, noise_std=0.0)
+
+
+# --------------------------------------------------------------------------- §4 experiment
+def test_hessian_norm_estimate_on_least_squares():
+    """f(w) = mean (x_i·w − y_i)²: the Hessian is (2/n) XᵀX; power iteration finds its top eigenvalue."""
+    gen = torch.Generator().manual_seed(0)
+    X = torch.randn(50, 6, generator=gen, dtype=torch.float64) * torch.tensor([3.0, 1, 1, 1, 1, 0.5], dtype=torch.float64)
+    y = torch.randn(50, generator=gen, dtype=torch.float64)
+    model = torch.nn.Linear(6, 1, bias=False).double()
+    loss = lambda out, t: ((out[:, 0] - t) ** 2).mean()  # noqa: E731
+    top = float(torch.linalg.eigvalsh(2 * X.T @ X / 50).max())
+    est = geo.hessian_norm_estimate(model, loss, X, y, iters=60)
+    assert est == pytest.approx(top, rel=1e-6)
+    assert geo.hessian_norm_estimate(model, loss, X, y, iters=2) <= top * (1 + 1e-9)   # never above ‖H‖
+    with pytest.raises(ValueError, match="iters"):
+        geo.hessian_norm_estimate(model, loss, X, y, iters=0)
+
+
+def test_chen_cnn_is_deterministic_and_leaves_the_global_rng_alone():
+    state = torch.random.get_rng_state()
+    a, b = geo.chen_cnn(seed=3), geo.chen_cnn(seed=3)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    assert not torch.equal(next(a.parameters()), next(geo.chen_cnn(seed=4).parameters()))
+    assert sum(p.numel() for p in a.parameters()) == 6794
+    for size in (8, 28):                                       # digits and MNIST alike
+        assert a(torch.zeros(2, 1, size, size)).shape == (2, 10)
+
+
+FIXTURE = __import__("pathlib").Path(__file__).resolve().parent / "data" / "mnist_tiny"
+
+
+def test_chapter_mnist_branch_runs_on_tiny_idx(monkeypatch):
+    """The code path of "What real gradient distributions look like" when the reader has MNIST.
+
+    The chapter loads with ``load_mnist(limit=4000, fallback="digits")``, trains
+    ``chen_cnn()`` with ``gradients_along_training`` and computes the §4 views; here the
+    IDX files are the tiny fixture of ``tests/data/mnist_tiny`` (see make_mnist_tiny.py).
+    """
+    from torch.nn import functional as F
+
+    import dpclip_lab as dl
+
+    monkeypatch.setenv("DPCLIP_MNIST", str(FIXTURE))
+    ds = dl.data.load_mnist(limit=4000, fallback="digits")                  # the chapter's line
+    assert ds.X_train.shape == (48, 1, 28, 28) and ds.X_test.shape == (16, 1, 28, 28)
+    assert ds.description.startswith("MNIST")
+    seen = []
+    snap = geo.gradients_along_training(
+        geo.chen_cnn(), F.cross_entropy, ds.X_train, ds.y_train, epochs=2, checkpoints=[0, 2], view=20, lr=1.0,
+        clip_norm=1.0, noise_multiplier=1.1, batch_size=16, test=(ds.X_test, ds.y_test),
+        measure=lambda m: seen.append(1) or len(seen), measure_at=[1, 2])
+    assert sorted(snap.grads) == [0, 2] and snap.grads[2].shape == (20, 6794) and snap.grads[2].dtype == torch.float64
+    assert snap.measured == {1: 1, 2: 2} and snap.steps_per_epoch == 3 and snap.steps == 6
+    assert not torch.equal(snap.params[0], snap.params[2])                 # it trained
+    assert 0.0 <= snap.accuracy[2] <= 1.0 and snap.loss[0] > 0
+    G = snap.grads[2]
+    g = G.mean(0)
+    assert geo.random_projections(G - g, views=4).shape == (4, 20, 2)
+    assert 0 <= geo.symmetry_score(geo.cosines_to_mean(G)) <= 1
+    assert geo.wasserstein_disparity(g, G - g, 1.0) >= 0
+    eps = dl.get_epsilon(noise_multiplier=snap.noise_multiplier, sample_rate=snap.sample_rate, steps=snap.steps,
+                         delta=1e-5)
+    assert math.isfinite(eps) and eps > 0
+
+
+def test_gradients_along_training_validation():
+    from torch.nn import functional as F
+
+    X, y = torch.zeros(8, 1, 8, 8), torch.zeros(8, dtype=torch.long)
+    common = dict(view=2, lr=0.1, clip_norm=1.0, noise_multiplier=0.0, batch_size=4)
+    with pytest.raises(ValueError, match="checkpoints"):
+        geo.gradients_along_training(geo.chen_cnn(), F.cross_entropy, X, y, epochs=1, checkpoints=[2], **common)
+    with pytest.raises(ValueError, match="measure_at"):
+        geo.gradients_along_training(geo.chen_cnn(), F.cross_entropy, X, y, epochs=1, checkpoints=[0],
+                                     measure=len, measure_at=[5], **common)
+    with pytest.raises(TypeError, match="measure"):
+        geo.gradients_along_training(geo.chen_cnn(), F.cross_entropy, X, y, epochs=1, checkpoints=[0],
+                                     measure=3, **common)
