@@ -32,7 +32,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Dataset:
-    """A train/test split: ``X_train [n, p]``, ``y_train [n]``, ``X_test``, ``y_test``."""
+    """Lab utility: a train/test split: ``X_train [n, p]``, ``y_train [n]``, ``X_test``, ``y_test``."""
 
     X_train: torch.Tensor
     y_train: torch.Tensor
@@ -107,7 +107,7 @@ def _check_classes(classes) -> tuple[int, int]:
 
 def breast_cancer(*, seed: int = 0, test_size: float = 0.25, intercept: bool = True,
                   unit_norm: bool = True, dtype=torch.float64, device=None) -> Dataset:
-    """scikit-learn's Wisconsin breast-cancer set (569 × 30), labels in ``{−1, +1}``.
+    """Lab utility: scikit-learn's Wisconsin breast-cancer set (569 × 30), labels in ``{−1, +1}``.
 
     Standardized with training statistics, an intercept column appended, and
     all rows divided by the largest training row norm, so ``||x|| ≤ 1`` on the
@@ -132,7 +132,8 @@ def breast_cancer(*, seed: int = 0, test_size: float = 0.25, intercept: bool = T
 
 def digits(*, seed: int = 0, test_size: float = 0.25, classes=None, intercept: bool = True,
            unit_norm: bool = True, images: bool = False, dtype=torch.float64, device=None) -> Dataset:
-    """scikit-learn's 8×8 handwritten digits (1797 images, 10 classes).
+    """scikit-learn's 8×8 handwritten digits (1797 images, 10 classes): the laptop stand-in for the MNIST
+    runs of Chen, Wu & Hong (2020), §4.
 
     ``classes=(a, b)`` keeps two digits with labels ``−1`` (a) and ``+1`` (b) for
     binary GLPs; otherwise labels are the integers 0–9. ``images=True`` returns
@@ -287,7 +288,8 @@ def song_logistic_lower_bound(n: int, *, dtype=torch.float64, device=None) -> GL
 
 
 def song_logistic_huber_minimizer(clip_norm: float) -> float:
-    """The minimizer of the clipped objective on the Thm 3.2 dataset: ``θ_huber = 2 log(1/L − 1)``.
+    """The minimizer of the clipped objective on the Thm 3.2 dataset of Song, Thakkar & Thakurta (2021):
+    ``θ_huber = 2 log(1/L − 1)``.
 
     The paper's formula, valid for ``L < 1/2``: at ``θ_huber`` the ``(1/2, +1)``
     examples have gradient norm ``L/2`` (unclipped) and the ``(1, −1)`` examples
@@ -299,7 +301,7 @@ def song_logistic_huber_minimizer(clip_norm: float) -> float:
 
 
 def song_squared_lower_bound(n: int, clip_norm: float, *, dtype=torch.float64, device=None) -> GLProblem:
-    """Song et al. Thm B.4: data ``{0}^n ∪ {L}^n ∪ {8L}^n`` on ``[0, 8L]``, loss ``(θ − x)²``.
+    """Song, Thakkar & Thakurta (2021), Thm B.4: data ``{0}^n ∪ {L}^n ∪ {8L}^n`` on ``[0, 8L]``, loss ``(θ − x)²``.
 
     Encoded as a GLP with feature 1 and response ``x_i`` (``Squared(scale=1)``),
     so the gradient is ``2(θ − x_i)``. Minimizer ``θ* = 3L``; clipping at ``L``
@@ -372,7 +374,7 @@ def dice_constant_bias(clip_norm: float, *, dtype=torch.float64, device=None) ->
 
 def low_rank_glp(n: int, p: int, rank: int, *, loss=None, seed: int = 0, margin_scale: float = 4.0,
                  dtype=torch.float64, device=None) -> GLProblem:
-    """A GLP whose features span a ``rank``-dimensional subspace of ℝ^p (Song et al. §4.1).
+    """A GLP whose features span a ``rank``-dimensional subspace of ℝ^p (Song, Thakkar & Thakurta (2021), §4.1).
 
     Features ``x_i = B^T a_i``: ``a_i ~ N(0, I_rank)`` scaled to ``||x_i|| ≤ 1`` and
     ``B [rank, p]`` with orthonormal rows drawn at random. Labels follow a
