@@ -254,9 +254,11 @@ def expected_clipped_mean(G: torch.Tensor, clip_norm, *, pre_clip_std=0.0, sampl
     Chen et al. (2020), Examples 1–2 and §5: the zeros of this field in ``x`` are
     where clipped SGD stalls (:func:`clipped_stationary_interval`).
     """
+    if not isinstance(G, torch.Tensor) or not G.is_floating_point() or G.dim() < 2 or 0 in G.shape[-2:]:
+        raise ValueError("G must be a floating-point tensor [..., n, p] with n, p >= 1, got "
+                         f"{tuple(G.shape) if isinstance(G, torch.Tensor) else type(G).__name__}"
+                         f"{'' if not isinstance(G, torch.Tensor) else ' of dtype ' + str(G.dtype)}")
     check_finite_tensor(G, "G")
-    if G.dim() < 2:
-        raise ValueError(f"G must have shape [..., n, p], got {tuple(G.shape)}")
     c = _as_tensor(clip_norm, "clip_norm", like=G, positive=True)
     k = _as_tensor(pre_clip_std, "pre_clip_std", like=G, nonneg=True)
     lead = torch.broadcast_shapes(G.shape[:-2], c.shape, k.shape)
@@ -436,6 +438,8 @@ def theorem3_lower_bound(means: torch.Tensor, weights, clip_norm, *, noise_std=1
     regardless (the tests check where the inequality holds and where it fails).
     """
     w = torch.as_tensor(weights, dtype=means.dtype, device=means.device).reshape(-1)
+    if w.numel() != means.shape[0] or not bool(torch.isfinite(w).all()) or bool((w < 0).any()) or not w.sum() > 0:
+        raise ValueError("weights must be m non-negative numbers with a positive sum (m = number of means)")
     w = w / w.sum()
     grad = w @ means
     g = torch.linalg.vector_norm(grad)
@@ -548,6 +552,8 @@ def theorem5_v(noise_multiplier: float, *, n: int, batch_size: int, steps: int, 
     z = check_nonnegative(noise_multiplier, "noise_multiplier")
     n = check_int(n, "n", minimum=1)
     m = check_int(batch_size, "batch_size", minimum=1)
+    if m > n:
+        raise ValueError(f"batch_size must lie in [1, n] = [1, {n}], got {m}")
     T = check_int(steps, "steps", minimum=1)
     eps = check_positive(epsilon, "epsilon")
     dlt = check_open_unit(delta, "delta")
@@ -630,6 +636,8 @@ def _check_G(G):
     if not isinstance(G, torch.Tensor) or G.dim() != 2 or not G.is_floating_point():
         raise ValueError("G must be a floating-point [n, p] matrix of per-example gradients, got "
                          f"{tuple(G.shape) if isinstance(G, torch.Tensor) else type(G).__name__}")
+    if G.shape[0] < 1 or G.shape[1] < 1:
+        raise ValueError(f"G must hold at least one example of at least one coordinate, got shape {tuple(G.shape)}")
     return check_finite_tensor(G, "G")
 
 
@@ -694,6 +702,8 @@ def symmetry_score(X: torch.Tensor, *, center: torch.Tensor | None = None) -> fl
 
     if not isinstance(X, torch.Tensor) or X.dim() not in (1, 2) or not X.is_floating_point():
         raise ValueError("X must be a floating-point tensor [n] or [n, k]")
+    if X.shape[0] < 1 or X.numel() == 0:
+        raise ValueError(f"X must hold at least one point, got shape {tuple(X.shape)}")
     check_finite_tensor(X, "X")
     Y = X.reshape(X.shape[0], -1).detach().cpu().double()
     mu = Y.mean(0) if center is None else center.detach().cpu().double().reshape(-1)
