@@ -41,6 +41,7 @@ Andrew et al. (2021). Bu et al. (2023), automatic clipping. Wang, Lei, Ying, Zha
 """
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass, field
@@ -52,20 +53,23 @@ from .accountants import get_noise_multiplier, make_accountant
 from .glp import GLProblem
 from .losses import Huber
 
-__all__ = ["METHODS", "GLP_ONLY", "skewed_problem", "calibrate", "sweep", "compare", "MethodSweep",
-           "summary_rows", "band_traces"]
+__all__ = ["METHODS", "GLP_ONLY", "NETWORK_METHODS", "skewed_problem", "calibrate", "sweep", "compare",
+           "MethodSweep", "summary_rows", "band_traces", "NetworkSweep", "sweep_network", "compare_networks",
+           "network_rows"]
 
 METHODS = ("dp_sgd", "automatic", "pre_clip", "adaptive", "dice_sgd", "automatic_dice_sgd",
            "output_perturbation", "gradient_perturbation")
 #: Methods whose privacy analysis needs a convex, Lipschitz GLP on a bounded domain (Wang et al.).
 GLP_ONLY = ("output_perturbation", "gradient_perturbation")
+#: Methods that train a network (Wang et al.'s analyses need a convex Lipschitz loss, which a CNN is not).
+NETWORK_METHODS = tuple(m for m in METHODS if m not in GLP_ONLY)
 LABELS = {"dp_sgd": "DP-SGD (clip)", "automatic": "automatic clipping", "pre_clip": "pre-clip perturbation",
           "adaptive": "adaptive quantile", "dice_sgd": "DiceSGD", "automatic_dice_sgd": "automatic DiceSGD",
           "output_perturbation": "output perturbation", "gradient_perturbation": "gradient perturbation"}
 
 
 def skewed_problem(copies: int = 1000, c_prime: int = 2, *, dtype=torch.float64, device=None) -> GLProblem:
-    """DiceSGD App. B.1, replicated: ``copies`` × (``c_prime`` points at −1, one at ``c_prime``).
+    """Zhang et al. (2024), App. B.1, replicated: ``copies`` × (``c_prime`` points at −1, one at ``c_prime``).
 
     Per-example loss: Huber of ``x − ξ_i`` with threshold ``C' = c_prime`` (gradient
     ``clip(x − ξ_i, −C', C')``, so every gradient has norm ≤ C'; ``‖x_i‖ = 1``).
@@ -98,7 +102,34 @@ def calibrate(method: str, *, epsilon: float, delta: float, n: int, steps: int, 
     amplification by sampling) — not Thm 3.8's closed form, which is not a valid
     bound in the worst case. Wang et al.'s methods calibrate themselves from
     (ε, δ); for them this returns ``(nan, "own calibration")``.
+
+    Memoized (a calibration is a pure function of its arguments and costs about a
+    second with PLD); methods that share a privacy event share one calibration.
+    References: Abadi et al. (2016), Alg. 1 (moments accountant); Mironov (2017) (RDP);
+    Zhang et al. (2024), Alg. 2 and 4, with the sensitivity of
+    :func:`dpclip_lab.algorithms.dice_sgd.dicesgd_sensitivity` instead of Thm 3.8.
     """
+    eps = check_positive(epsilon, "epsilon")
+    d = check_open_unit(delta, "delta")
+    n = check_int(n, "n", minimum=1)
+    T = check_int(steps, "steps", minimum=1)
+    b = check_int(batch_size, "batch_size", minimum=1)
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    # One calibration per family of methods that share a privacy event.
+    family = method if method in GLP_ONLY else ("dice_sgd" if method in ("dice_sgd", "automatic_dice_sgd")
+                                                else "dp_sgd")
+    return _calibrate_cached(family, eps, d, n, T, b, accountant)
+
+
+@functools.lru_cache(maxsize=256)
+def _calibrate_cached(family, eps, d, n, T, b, accountant):
+    return _calibrate(family, epsilon=eps, delta=d, n=n, steps=T, batch_size=b, accountant=accountant)
+
+
+def _calibrate(method: str, *, epsilon: float, delta: float, n: int, steps: int, batch_size: int,
+               accountant: str = "pld") -> tuple[float, str]:
+    """Uncached :func:`calibrate` (arguments already validated by it)."""
     eps = check_positive(epsilon, "epsilon")
     d = check_open_unit(delta, "delta")
     n = check_int(n, "n", minimum=1)
@@ -119,7 +150,7 @@ def calibrate(method: str, *, epsilon: float, delta: float, n: int, steps: int, 
 
 @dataclass
 class MethodSweep:
-    """One method on one problem: final excess risk ``[C, seeds]`` private and noise-free."""
+    """Lab utility: one method on one problem: final excess risk ``[C, seeds]`` private and noise-free."""
 
     method: str
     clip_norms: torch.Tensor            # [C] (a single NaN for methods without a clip norm)
@@ -158,6 +189,11 @@ def sweep(method: str, problem: GLProblem, *, epsilon: float, delta: float, step
           wang_lr: float | None = None, feature_bound: float = 1.0, label_bound: float | None = None,
           accountant: str = "pld", seed: int = 0) -> MethodSweep:
     """Run ``method`` over ``clip_norms × seeds`` (one batched call), private and noise-free.
+
+    The methods of :data:`METHODS`: Abadi et al. (2016), Alg. 1 (DP-SGD); Bu et al. (2023),
+    automatic clipping (normalization); Chen, Wu & Hong (2020), §5
+    (pre-clip perturbation); Andrew et al. (2021) (quantile clipping); Zhang
+    et al. (2024), Alg. 2 and 4 (DiceSGD); Wang et al. (2022), Alg. 1–2.
 
     Parameters
     ----------
@@ -236,28 +272,39 @@ def sweep(method: str, problem: GLProblem, *, epsilon: float, delta: float, step
                                               project=project, **common)
         if method == "dice_sgd":
             return A.dice_sgd(problem, theta0, clip_norm=grid, feedback_clip_norm=grid, noise_multiplier=noise,
-                              **common)
+                              project=project, **common)
         # γ = 1e-3 (Bu et al.'s stability constant, g/(‖g‖ + γ)): without a projection a very noisy run
         # reaches margins where the logistic derivative underflows and g/‖g‖ would be 0·inf.
         return A.automatic_dice_sgd(problem, theta0.expand(len(grid), p), clip_norm=1.0, noise_multiplier=noise,
-                                    stability=1e-3, **dict(common, lr=grid * lr))
+                                    stability=1e-3, project=project, **dict(common, lr=grid * lr))
 
     t0 = time.perf_counter()
     res = go(z)
     secs = (time.perf_counter() - t0) / len(grid)
     free = go(0.0)
     theta, theta_free = res.theta, free.theta
-    if method in ("dice_sgd", "automatic_dice_sgd") and project is not None:
-        # DiceSGD (Alg. 2) has no projection; project the *released* model (post-processing).
-        theta, theta_free = project(theta), project(theta_free)
     exc = _excess(problem, theta, f_star).reshape(len(Cs), seeds)
     exc_free = _excess(problem, theta_free, f_star).reshape(len(Cs), seeds)
     return MethodSweep(method, Cs, exc, exc_free, z, acc_name, _epsilon_of(res, delta, accountant), secs)
 
 
+_EPS_CACHE: dict = {}
+
+
 def _epsilon_of(res, delta, accountant):
-    """ε of a finished run from its own privacy record (the number a reader can check)."""
+    """ε of a finished run from its own privacy record (the number a reader can check).
+
+    Memoized on the event's ``repr`` (events are plain immutable records): sweeps of
+    several methods with the same privacy event pay for one accountant composition.
+    """
     ev = res.dp_event()
+    key = (repr(ev), float(delta), accountant)
+    if key not in _EPS_CACHE:
+        _EPS_CACHE[key] = _epsilon_of_event(ev, delta, accountant)
+    return _EPS_CACHE[key]
+
+
+def _epsilon_of_event(ev, delta, accountant):
     from .accountants import EpsilonDeltaEvent
     if isinstance(ev, EpsilonDeltaEvent):
         if ev.delta > delta * (1 + 1e-9):
@@ -270,7 +317,7 @@ def _epsilon_of(res, delta, accountant):
 
 
 def compare(problem, methods, *, f_star, **kwargs) -> dict:
-    """``{method: MethodSweep}`` for each of ``methods`` (keyword arguments go to :func:`sweep`).
+    """Lab utility: ``{method: MethodSweep}`` for each of ``methods`` (keyword arguments go to :func:`sweep`).
 
     ``methods`` may be a sequence of keys or a mapping ``key -> dict`` of
     per-method overrides (e.g. ``{"pre_clip": {"pre_clip_std": 0.05}}``).
@@ -280,7 +327,7 @@ def compare(problem, methods, *, f_star, **kwargs) -> dict:
 
 
 def summary_rows(results: dict, *, small: int | None = 0, digits: int = 3):
-    """Rows for a narrow table: method, best C, mean [IQR] excess risk, bias part, noise part, ε, ms/run.
+    """Lab utility: rows for a narrow table: method, best C, mean [IQR] excess risk, bias, noise part, ε, ms/run.
 
     ``small``: also a row for DP-SGD at clip-norm index ``small`` (a too-small C); None skips it.
     """
@@ -300,7 +347,7 @@ def summary_rows(results: dict, *, small: int | None = 0, digits: int = 3):
 
 def band_traces(x, Y, color: str, name: str, *, legend: bool = True, axes=("x", "y"), marker: bool = True,
                 legendgroup: str | None = None):
-    """Mean line and interquartile band of ``Y [len(x), seeds]`` as three plotly traces."""
+    """Lab utility: mean line and interquartile band of ``Y [len(x), seeds]`` as three plotly traces."""
     import plotly.graph_objects as go
 
     Y = torch.as_tensor(Y, dtype=torch.float64)
@@ -314,3 +361,129 @@ def band_traces(x, Y, color: str, name: str, *, legend: bool = True, axes=("x", 
                        fillcolor=f"rgba({r},{g},{b},0.18)", showlegend=False, hoverinfo="skip", **ax, **grp),
             go.Scatter(x=xs, y=Y.mean(1).tolist(), mode="lines+markers" if marker else "lines", name=name,
                        showlegend=legend, line=dict(color=color, width=3), marker=dict(size=5), **ax, **grp)]
+
+
+# ---------------------------------------------------------------------------------------------
+# The same comparison on a small network (the digits CNN column of the closing chapter)
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class NetworkSweep:
+    """Lab utility: one method training a network over clip norms × seeds: test accuracy and loss ``[C, seeds]``."""
+
+    method: str
+    clip_norms: torch.Tensor            # [C]
+    accuracy: torch.Tensor              # [C, seeds], test accuracy of the released model
+    loss: torch.Tensor                  # [C, seeds], test loss
+    noise_multiplier: float
+    accountant: str
+    epsilon_spent: float                # ε of the runs at delta, from their own record
+    seconds_per_run: float
+
+    @property
+    def label(self) -> str:
+        return LABELS[self.method]
+
+    @property
+    def best(self) -> int:
+        """Index of the clip norm with the largest mean test accuracy."""
+        return int(self.accuracy.mean(1).argmax())
+
+    def at(self, i: int | None = None) -> dict:
+        """Mean, min, max and std over seeds of the test accuracy at clip-norm index i (default: best)."""
+        i = self.best if i is None else i
+        a = self.accuracy[i].double()
+        return {"C": float(self.clip_norms[i]), "mean": float(a.mean()), "min": float(a.min()),
+                "max": float(a.max()), "std": float(a.std()) if a.numel() > 1 else 0.0}
+
+
+def sweep_network(method: str, make_model, loss_fn, data, *, epsilon: float, delta: float, steps: int, lr: float,
+                  batch_size: int, clip_norms, seeds: int, optimizer: str = "adam", pre_clip_std: float = 0.0,
+                  target_quantile: float = 0.5, accountant: str = "pld", seed: int = 0) -> NetworkSweep:
+    """Train ``seeds`` copies of ``make_model()`` per clip norm with ``method``, as one batched program.
+
+    The clipping methods of :func:`sweep` (Abadi et al. (2016) Alg. 1; Bu et al. (2023)
+    normalization; Chen, Wu & Hong (2020) §5 pre-clip perturbation; Andrew et al. (2021)
+    quantile clipping; Zhang et al. (2024) Alg. 2–4) on a network: the
+    ``len(clip_norms) × seeds`` models are rows of one ``θ [R, p]`` and their
+    per-example gradients come from :func:`dpclip_lab.batched_modules.batched_grad_fn`
+    (``torch.func.vmap`` over runs and examples). Seed ``s`` of every clip norm starts
+    from the same initialization (``torch.manual_seed(s)``), so a difference between
+    clip norms is not a difference of initial weights. Noise from :func:`calibrate`
+    at (ε, δ); ``epsilon_spent`` from the runs' own record.
+
+    Automatic clipping and automatic DiceSGD normalize to norm C (C1 = C2 = C): with
+    Adam this is invariant to C, with SGD it is the step size C absorbs in Alg. 4.
+    Wang et al.'s methods are not offered (:data:`GLP_ONLY`: their privacy needs a
+    convex Lipschitz loss). No noise-free twin is run here (unlike :func:`sweep`).
+
+    Parameters
+    ----------
+    method : one of :data:`NETWORK_METHODS`
+    make_model : callable () -> nn.Module
+        A fresh model (default initialization drawn from the global generator).
+    loss_fn : callable (outputs, targets) -> scalar
+    data : tuple (X_train, y_train, X_test, y_test)
+    epsilon, delta, steps, lr, batch_size, optimizer : as in :func:`sweep` (``optimizer``
+        ``"adam"`` is Alg. 3 for DiceSGD).
+    clip_norms : sequence of float
+    seeds : int
+    pre_clip_std, target_quantile : the knobs of pre-clip perturbation and adaptive clipping.
+
+    Returns
+    -------
+    NetworkSweep
+    """
+    from . import algorithms as A
+    from .batched_modules import batched_evaluate, batched_grad_fn, stacked_init
+
+    if method not in NETWORK_METHODS:
+        raise ValueError(f"method must be one of {NETWORK_METHODS} for a network, got {method!r}")
+    seeds = check_int(seeds, "seeds", minimum=1)
+    if not (isinstance(data, (tuple, list)) and len(data) == 4):
+        raise TypeError("data must be a tuple (X_train, y_train, X_test, y_test)")
+    X, y, Xte, yte = data
+    model = make_model()
+    n = check_int(X.shape[0], "n", minimum=1)
+    grad_fn = batched_grad_fn(model, loss_fn, X, y)
+    dtype = next(model.parameters()).dtype
+    Cs = torch.as_tensor(clip_norms, dtype=torch.float64).reshape(-1)
+    grid = A.sweep_grid(Cs, seeds, dtype=dtype)
+    theta0 = stacked_init(make_model, range(seeds)).to(dtype).repeat(len(Cs), 1)      # run r: seed r % seeds
+    z, acc_name = calibrate(method, epsilon=epsilon, delta=delta, n=n, steps=steps, batch_size=batch_size,
+                            accountant=accountant)
+    common = dict(n=n, steps=steps, lr=lr, batch_size=batch_size, optimizer=optimizer, seed=seed,
+                  keep_iterates=False, progress=False)
+    grad_fn(theta0[:2], torch.zeros((2, 1), dtype=torch.long))  # warm-up (first vmap call), not timed
+    t0 = time.perf_counter()
+    if method in ("dp_sgd", "automatic", "pre_clip"):
+        res = A.dp_sgd(grad_fn, theta0, clip_norm=grid, noise_multiplier=z, normalize=(method == "automatic"),
+                       pre_clip_std=pre_clip_std if method == "pre_clip" else 0.0, **common)
+    elif method == "adaptive":
+        res = A.dp_sgd_adaptive_clipping(grad_fn, theta0, initial_clip_norm=grid, noise_multiplier=z,
+                                         target_quantile=target_quantile, **common)
+    else:
+        res = A.dice_sgd(grad_fn, theta0, clip_norm=grid, feedback_clip_norm=grid, noise_multiplier=z,
+                         normalize=(method == "automatic_dice_sgd"),
+                         stability=1e-3 if method == "automatic_dice_sgd" else 0.0, **common)
+    secs = (time.perf_counter() - t0) / len(grid)
+    loss, acc = batched_evaluate(model, res.theta, loss_fn, Xte, yte)
+    return NetworkSweep(method, Cs, acc.reshape(len(Cs), seeds), loss.reshape(len(Cs), seeds), z, acc_name,
+                        _epsilon_of(res, delta, accountant), secs)
+
+
+def compare_networks(make_model, loss_fn, data, methods, **kwargs) -> dict:
+    """Lab utility: ``{method: NetworkSweep}`` for each of ``methods`` (keys or a mapping key -> overrides)."""
+    items = methods.items() if isinstance(methods, dict) else ((m, {}) for m in methods)
+    return {m: sweep_network(m, make_model, loss_fn, data, **{**kwargs, **over}) for m, over in items}
+
+
+def network_rows(results: dict, *, small: int | None = 0):
+    """Lab utility: rows (method, best C, mean [min, max] accuracy %, accuracy at the smallest C, ε, ms/run)."""
+    rows = []
+    for key, r in results.items():
+        a = r.at()
+        lo = r.at(small) if small is not None else None
+        rows.append((r.label, f"{a['C']:.3g}", f"{100 * a['mean']:.1f} [{100 * a['min']:.1f}, {100 * a['max']:.1f}]",
+                     "—" if lo is None else f"{100 * lo['mean']:.1f} (C = {lo['C']:.3g})",
+                     f"{r.epsilon_spent:.2f}", f"{1000 * r.seconds_per_run:.0f}"))
+    return rows

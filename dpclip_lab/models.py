@@ -28,7 +28,10 @@ __all__ = ["TinyCNN", "CharModel", "e2e_like", "sequence_loss", "CharVocab"]
 
 
 class TinyCNN(nn.Module):
-    """``conv(1→c, 3×3) → ReLU → avg-pool 2 → conv(c→c, 3×3) → ReLU → global avg → linear``.
+    """Lab utility: a small CNN,
+    ``conv(1→c, 3×3) → ReLU → avg-pool 2 → conv(c→c, 3×3) → ReLU → global avg → linear``.
+
+    A laptop-scale stand-in for the ViT of Zhang et al. (2024), §4 (Table 3).
 
     About ``10 c + 9 c² + c · classes`` parameters (c = 8: about 750) — small
     enough that per-example gradients of a batch cost milliseconds on a CPU.
@@ -54,7 +57,7 @@ class TinyCNN(nn.Module):
 
 
 class CharVocab:
-    """Characters ↔ integer ids (id 0 is padding)."""
+    """Lab utility: characters ↔ integer ids (id 0 is padding)."""
 
     def __init__(self, texts):
         chars = sorted({ch for t in texts for ch in t})
@@ -76,7 +79,10 @@ _PRICES = ["cheap", "moderate", "high"]
 
 
 def e2e_like(n: int, *, seed: int = 0, length: int = 72):
-    """A synthetic E2E-style table-to-text set: ``(ids [n, length], vocab, texts)``.
+    """Lab utility: a synthetic E2E-style table-to-text set: ``(ids [n, length], vocab, texts)``.
+
+    Imitates the format of the E2E NLG data (Novikova, Dušek & Rieser (2017)) used in
+    Zhang et al. (2024), §4 (Fig. 3).
 
     Each record is ``"<name>|<food>|<area>|<price>=<sentence>"`` where the sentence
     renders the attributes with one of a few templates; a model that learns the
@@ -99,7 +105,7 @@ def e2e_like(n: int, *, seed: int = 0, length: int = 72):
 
 
 class CharModel(nn.Module):
-    """Next-character model: embedding → causal conv (window ``context``) → ReLU → linear.
+    """Lab utility: next-character model: embedding → causal conv (window ``context``) → ReLU → linear.
 
     ``forward(ids [L] or [b, L]) -> logits [.., L, V]``; position ``t`` sees
     characters ``t − context + 1 … t`` and predicts character ``t + 1``.
@@ -124,7 +130,7 @@ class CharModel(nn.Module):
 
 
 def sequence_loss(logits, ids):
-    """Mean next-character cross-entropy of each sequence, padding ignored; a scalar for the batch."""
+    """Lab utility: mean next-character cross-entropy of each sequence, padding ignored; a scalar for the batch."""
     if logits.dim() == 2:
         logits, ids = logits.unsqueeze(0), ids.unsqueeze(0)
     pred, target = logits[:, :-1], ids[:, 1:]

@@ -125,3 +125,54 @@ def test_dice_privacy_record():
     quiet = dice_sgd(prob, x0, n=3, steps=10, lr=0.05, clip_norm=0.5, feedback_clip_norm=1.0, noise_multiplier=0.0,
                      batch_size=2, seed=0)
     assert isinstance(quiet.dp_event(), ev.NonPrivateEvent)
+
+
+# -- DiceSGD with a projection (lab option, like dp_sgd's) and the recorded final error --------
+N4 = 4  # data.dice_constant_bias(2): three points at −1, one at 3
+
+
+def test_dice_project_keeps_iterates_in_ball_and_matches_manual_loop():
+    from dpclip_lab.algorithms import project_interval
+    prob = data.dice_constant_bias(2)            # fixed point of clipped GD at C/C' − 1; DiceSGD at x* = 0
+    assert prob.X.shape[0] == N4
+    start = torch.full((1,), 3.0, dtype=f64)
+    free = dice_sgd(prob, start, n=N4, steps=400, lr=0.2, clip_norm=0.5, feedback_clip_norm=1.0,
+                    noise_multiplier=0.0, sampling="full")
+    proj = dice_sgd(prob, start, n=N4, steps=400, lr=0.2, clip_norm=0.5, feedback_clip_norm=1.0,
+                    noise_multiplier=0.0, sampling="full", project=project_interval(-0.2, 2.5))
+    assert abs(free.theta.item()) < 1e-6 and abs(proj.theta.item()) < 1e-6   # x* = 0 lies in the interval
+    assert float(proj.iterates.max()) <= 3.0 and float(proj.iterates[1:].max()) <= 2.5 + 1e-12
+    assert float(proj.iterates.min()) >= -0.2 - 1e-12
+    # One step by hand: x1 = Π(x0 − η v0), e1 = mean g − v0 (e0 = 0).
+    g = prob.grad_fn(start, torch.arange(prob.X.shape[0]))        # [n, 1]
+    v0 = g.clamp(-0.5, 0.5).mean(0)
+    one = dice_sgd(prob, start, n=N4, steps=1, lr=0.2, clip_norm=0.5, feedback_clip_norm=1.0,
+                   noise_multiplier=0.0, sampling="full", project=project_interval(-0.2, 2.5))
+    assert torch.allclose(one.theta, (start - 0.2 * v0).clamp(-0.2, 2.5))
+    assert torch.allclose(one.extra["error"], g.mean(0) - v0)
+
+
+def test_dice_project_a_binding_ball_changes_the_fixed_point():
+    from dpclip_lab.algorithms import project_interval
+    prob = data.dice_constant_bias(2)
+    r = dice_sgd(prob, x0 + 1.0, n=N4, steps=300, lr=0.2, clip_norm=0.5, feedback_clip_norm=0.5,
+                 noise_multiplier=0.0, sampling="full", project=project_interval(0.3, 1.0))
+    assert abs(r.theta.item() - 0.3) < 1e-12          # x* = 0 is outside: the run stops on the boundary
+
+
+def test_dice_project_validated_and_batched_error_shape():
+    prob = data.dice_constant_bias(2)
+    with pytest.raises(TypeError, match="project"):
+        dice_sgd(prob, x0, n=N4, steps=2, lr=0.1, clip_norm=0.5, feedback_clip_norm=1.0,
+                 noise_multiplier=0.0, sampling="full", project=3.0)
+    with pytest.raises(TypeError, match="project"):
+        automatic_dice_sgd(prob, x0, n=N4, steps=2, lr=0.1, noise_multiplier=0.0, sampling="full",
+                           project="ball")
+    C = torch.tensor([0.5, 1.0], dtype=f64)
+    r = dice_sgd(prob, x0, n=N4, steps=5, lr=0.1, clip_norm=C, feedback_clip_norm=C, noise_multiplier=0.0,
+                 sampling="full")
+    assert r.extra["error"].shape == (2, 1)
+    one = dice_sgd(prob, x0, n=N4, steps=5, lr=0.1, clip_norm=0.5, feedback_clip_norm=0.5, noise_multiplier=0.0,
+                   sampling="full")
+    assert one.extra["error"].shape == (1,)
+    assert torch.allclose(one.extra["error"], r.extra["error"][0])

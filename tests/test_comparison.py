@@ -86,3 +86,33 @@ def test_wang_methods_need_radius():
 def test_band_traces():
     tr = cmp.band_traces([1, 2, 3], torch.rand(3, 4), "#112233", "x")
     assert len(tr) == 3 and tr[2].name == "x"
+
+
+def test_sweep_network_shapes_privacy_and_methods():
+    ds = dl.data.digits(images=True, dtype=torch.float32)
+    data = (ds.X_train[:200], ds.y_train[:200], ds.X_test[:100], ds.y_test[:100])
+    from dpclip_lab import models
+    kw = dict(epsilon=2.0, delta=1e-5, steps=5, lr=0.1, batch_size=32, clip_norms=[0.1, 1.0], seeds=2,
+              accountant="rdp")
+    res = cmp.compare_networks(lambda: models.TinyCNN(4), torch.nn.functional.cross_entropy, data,
+                               ["dp_sgd", "dice_sgd"], **kw)
+    for r in res.values():
+        assert r.accuracy.shape == (2, 2) and r.loss.shape == (2, 2)
+        assert 0 <= r.at()["min"] <= r.at()["mean"] <= r.at()["max"] <= 1
+        assert r.epsilon_spent <= 2.0 * (1 + 1e-6)
+    assert res["dice_sgd"].noise_multiplier > 10 * res["dp_sgd"].noise_multiplier
+    assert len(cmp.network_rows(res)) == 2
+    with pytest.raises(ValueError, match="method"):
+        cmp.sweep_network("output_perturbation", lambda: models.TinyCNN(4), torch.nn.functional.cross_entropy,
+                          data, **kw)
+    with pytest.raises(TypeError, match="data"):
+        cmp.sweep_network("dp_sgd", lambda: models.TinyCNN(4), torch.nn.functional.cross_entropy, data[:2], **kw)
+
+
+def test_calibrate_is_memoized_per_family():
+    kw = dict(epsilon=3.0, delta=1e-5, n=777, steps=40, batch_size=32, accountant="rdp")
+    a = cmp.calibrate("dp_sgd", **kw)
+    b = cmp.calibrate("adaptive", **kw)
+    assert a == b and cmp.calibrate("automatic_dice_sgd", **kw) == cmp.calibrate("dice_sgd", **kw)
+    with pytest.raises(ValueError, match="epsilon"):
+        cmp.calibrate("dp_sgd", **dict(kw, epsilon=-1.0))

@@ -85,6 +85,9 @@ def _clip_norms(clip_norm, feedback_clip_norm):
 def dicesgd_sensitivity(clip_norm, feedback_clip_norm, batch_size, relation="add_remove"):
     """ℓ2 sensitivity of DiceSGD's direction ``v_t = (1/B) Σ clip(g_i, C1) + clip(e_t, C2)``.
 
+    Zhang et al. (2024), Alg. 2 line 5 (the direction) — the quantity their Thm 3.8
+    / App. A.4 bounds too loosely.
+
     Given the released past, one example changes the batch term by at most
     ``C1/B`` (add/remove; ``2 C1/B`` replace-one) and the error-feedback term by at
     most ``2 C2`` (both ``clip(e, C2)`` lie in the ball of radius C2, and ``e_t``
@@ -113,7 +116,7 @@ def dicesgd_sensitivity(clip_norm, feedback_clip_norm, batch_size, relation="add
 @finite_result(zero_if=lambda noise_multiplier, **_: float(noise_multiplier) == 0)
 def dicesgd_effective_noise_multiplier(noise_multiplier, clip_norm, feedback_clip_norm, batch_size,
                                        relation="add_remove") -> float:
-    """``z_eff = σ1 / Δ``: DiceSGD's noise over its true per-step sensitivity.
+    """``z_eff = σ1 / Δ``: DiceSGD's noise over its true per-step sensitivity (Zhang et al. (2024), Alg. 2).
 
     ``σ1 = z C1 / B`` is the std of ``w_t`` on the averaged direction (the lab's
     convention, ``dpclip_lab.noise.noise_multiplier_to_dice_sigma``) and ``Δ`` is
@@ -134,6 +137,10 @@ def dicesgd_noise_multiplier(target_epsilon, delta, steps, clip_norm, feedback_c
                              accountant="rdp", relation="add_remove") -> float:
     """The noise multiplier z (``σ1 = z C1 / B``) that makes T steps of DiceSGD (ε, δ)-DP.
 
+    Replaces Zhang et al. (2024), Thm 3.8's σ1 (not valid in the worst case) by a
+    calibration from the sensitivity of Alg. 2's direction, composed by the lab's
+    RDP (Mironov 2017) or PLD accountant.
+
     Calibrates ``z_eff`` for T composed Gaussian mechanisms with the lab's
     accountants (:func:`dpclip_lab.accountants.get_noise_multiplier` at
     ``sample_rate=1``; ``"pld"`` is tight) and returns ``z = z_eff · Δ · B / C1``.
@@ -152,7 +159,7 @@ def dicesgd_noise_multiplier(target_epsilon, delta, steps, clip_norm, feedback_c
 
 @dataclass(repr=False)
 class DiceSGDResult(DPResult):
-    """Result of DiceSGD; ``feedback_clip_norm`` is C2.
+    """Result of DiceSGD (Zhang et al. (2024), Alg. 2–4); ``feedback_clip_norm`` is C2.
 
     Privacy: :meth:`dp_event` / :meth:`epsilon` account T Gaussian mechanisms of
     sensitivity ``C1/B + 2 C2`` (see the module docstring); the paper's Thm 3.8
@@ -207,9 +214,20 @@ class DiceSGDResult(DPResult):
                                          None, self.steps, self.n, d) for c1, c2 in zip(C1, C2))
 
 
+class _RecordingErrorFeedback(ErrorFeedbackPrivatizer):
+    """Lab utility: :class:`ErrorFeedbackPrivatizer` that keeps a handle on its state (the final error e_T)."""
+
+    state = None
+
+    def init_state(self, runs, p, like):
+        self.state = super().init_state(runs, p, like)
+        return self.state
+
+
 def dice_sgd(grad_fn, theta0, *, n, steps, lr, clip_norm, feedback_clip_norm, noise_multiplier,
              batch_size=None, sampling="poisson", optimizer="sgd", normalize=False, stability=0.0,
-             delta=None, seed=None, keep_iterates=True, progress=None, callback=None) -> DiceSGDResult:
+             project=None, delta=None, seed=None, keep_iterates=True, progress=None,
+             callback=None) -> DiceSGDResult:
     """DiceSGD (Zhang et al. 2024, Alg. 2; Alg. 3 with ``optimizer="adam"``).
 
     Parameters
@@ -236,13 +254,24 @@ def dice_sgd(grad_fn, theta0, *, n, steps, lr, clip_norm, feedback_clip_norm, no
         ``"adam"`` is Alg. 3: Adam moments of ``v + w``; e is updated as in Alg. 2.
     normalize : bool
         Replace both clips by normalization to norm C (Alg. 4; see :func:`automatic_dice_sgd`).
+    project : callable, optional
+        Projection applied to each iterate after its step, as in :func:`dp_sgd`
+        (:func:`project_l2_ball`, :func:`project_interval`). Not in the paper's
+        Alg. 2 (unconstrained); the lab adds it so that DiceSGD runs on the same
+        bounded domain as the other methods. It changes neither the privacy
+        account (the projection is applied to ``x_t − η(v_t + w_t)``, a function of
+        the released past and the noisy direction) nor the error update, which still
+        records what clipping cut from the raw mean gradient.
     delta : float, optional
         δ used by :meth:`DiceSGDResult.dp_event` when called without one.
     seed : int, optional
 
     Returns
     -------
-    DiceSGDResult (last iterate); ``history["error_norm"]`` tracks ‖e_t‖.
+    DiceSGDResult (last iterate); ``history["error_norm"]`` tracks ‖e_t‖ and
+    ``extra["error"]`` holds the final error ``e_T`` (``[p]``, or ``[R, p]`` for a
+    sweep) — hidden state, never released; the book uses it for the virtual
+    iterate ``x̃_T = x_T − η e_T`` of the Thm 3.7 / A.3 proof.
 
     Raises
     ------
@@ -251,14 +280,18 @@ def dice_sgd(grad_fn, theta0, *, n, steps, lr, clip_norm, feedback_clip_norm, no
     """
     n = check_n(n, grad_fn)
     sampler = make_sampler(sampling, n, batch_size)
-    privatizer = ErrorFeedbackPrivatizer(clip_norm, feedback_clip_norm, noise_multiplier,
+    privatizer = _RecordingErrorFeedback(clip_norm, feedback_clip_norm, noise_multiplier,
                                          normalize=normalize, stability=stability)
     traj = run(grad_fn, theta0, steps=steps, lr=lr, sampler=sampler, privatizer=privatizer,
-               update=optimizer, seed=seed, keep_iterates=keep_iterates, progress=progress, callback=callback)
+               update=optimizer, project=project, seed=seed, keep_iterates=keep_iterates, progress=progress,
+               callback=callback)
     name = "automatic DiceSGD" if normalize else "DiceSGD"
     if optimizer == "adam":
         name += " (Adam)"
-    return finish(traj, theta0, result_cls=DiceSGDResult, release="last", algorithm=name,
+    error = privatizer.state["error"].clone() if privatizer.state is not None else None
+    if error is not None and theta0.dim() == 1 and traj.runs == 1:
+        error = error[0]
+    return finish(traj, theta0, result_cls=DiceSGDResult, release="last", algorithm=name, extra={"error": error},
                   sampling=sampling, sample_rate=sampler.sample_rate,
                   noise_multiplier=privatizer.noise_multiplier, steps=steps, batch_size=sampler.batch_size,
                   n=n, clip_norm=clip_norm, feedback_clip_norm=feedback_clip_norm,
@@ -266,8 +299,8 @@ def dice_sgd(grad_fn, theta0, *, n, steps, lr, clip_norm, feedback_clip_norm, no
 
 
 def automatic_dice_sgd(grad_fn, theta0, *, n, steps, lr, noise_multiplier, batch_size=None,
-                       sampling="poisson", clip_norm=1.0, stability=0.0, optimizer="sgd", delta=None,
-                       seed=None, keep_iterates=True, progress=None, callback=None) -> DiceSGDResult:
+                       sampling="poisson", clip_norm=1.0, stability=0.0, optimizer="sgd", project=None,
+                       delta=None, seed=None, keep_iterates=True, progress=None, callback=None) -> DiceSGDResult:
     """Automatic DiceSGD (Zhang et al. 2024, App. C.2, Alg. 4): ``C1 = C2 = C``, clip = normalize.
 
     ``v = (1/B) Σ g_i/‖g_i‖ + e/‖e‖`` (times C), noise
@@ -275,8 +308,9 @@ def automatic_dice_sgd(grad_fn, theta0, *, n, steps, lr, noise_multiplier, batch
     ``C1 = C2 = 1`` (``accountants.paper_bounds.dicesgd_alg4_sigma``). The paper
     absorbs C into the learning rate; ``clip_norm`` keeps it explicit.
     ``stability`` γ > 0 uses ``g/(‖g‖ + γ)`` (Bu et al. 2023) instead of ``g/‖g‖``.
+    ``project`` as in :func:`dice_sgd`.
     """
     return dice_sgd(grad_fn, theta0, n=n, steps=steps, lr=lr, clip_norm=clip_norm,
                     feedback_clip_norm=clip_norm, noise_multiplier=noise_multiplier, batch_size=batch_size,
-                    sampling=sampling, optimizer=optimizer, normalize=True, stability=stability, delta=delta,
-                    seed=seed, keep_iterates=keep_iterates, progress=progress, callback=callback)
+                    sampling=sampling, optimizer=optimizer, normalize=True, stability=stability, project=project,
+                    delta=delta, seed=seed, keep_iterates=keep_iterates, progress=progress, callback=callback)
