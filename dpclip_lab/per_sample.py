@@ -28,17 +28,17 @@ __all__ = ["per_sample_grads", "unflatten", "flat_params", "param_shapes", "chec
 
 
 def param_shapes(model: nn.Module) -> dict[str, torch.Size]:
-    """Names and shapes of the trainable parameters, in the column order of :func:`per_sample_grads`."""
+    """Lab utility: names and shapes of the trainable parameters, in the column order of :func:`per_sample_grads`."""
     return {k: v.shape for k, v in model.named_parameters() if v.requires_grad}
 
 
 def flat_params(model: nn.Module) -> torch.Tensor:
-    """The trainable parameters as one vector ``[n_params]`` (same order as the gradient columns)."""
+    """Lab utility: the trainable parameters as one vector ``[n_params]`` (same order as the gradient columns)."""
     return torch.cat([v.detach().reshape(-1) for v in model.parameters() if v.requires_grad])
 
 
 def unflatten(model: nn.Module, flat: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Map columns of ``flat [..., n_params]`` back to ``{name: tensor[..., *shape]}``."""
+    """Lab utility: map columns of ``flat [..., n_params]`` back to ``{name: tensor[..., *shape]}``."""
     shapes = param_shapes(model)
     total = sum(s.numel() for s in shapes.values())
     if flat.shape[-1] != total:
@@ -52,7 +52,7 @@ def unflatten(model: nn.Module, flat: torch.Tensor) -> dict[str, torch.Tensor]:
 
 
 def check_module_inputs(model: nn.Module, inputs, targets) -> None:
-    """Raise a ``ValueError``/``TypeError`` naming the problem before any per-example gradient.
+    """Lab utility: raise a ``ValueError``/``TypeError`` naming the problem before any per-example gradient.
 
     Checks: ``inputs`` and ``targets`` are tensors with the same, non-zero batch size;
     no BatchNorm layer is in training mode (batch statistics couple the examples, so a
@@ -89,6 +89,8 @@ def check_module_inputs(model: nn.Module, inputs, targets) -> None:
 def per_sample_grads(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor,
                      targets: torch.Tensor) -> torch.Tensor:
     """Per-example gradients of ``loss_fn(model(x_i), y_i)`` as a ``[batch, n_params]`` matrix.
+
+    The per-example "compute gradient" step of Abadi et al. (2016), Alg. 1, with ``torch.func``.
 
     Parameters
     ----------

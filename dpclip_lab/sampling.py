@@ -17,10 +17,12 @@ Four schemes, one interface (:meth:`Sampler.sample` returns a :class:`Batch`):
     All ``n`` examples every step (Song et al. Alg. 1).
 
 Batched sweeps (``R`` runs) draw one independent batch per run from one
-generator. Fixed-size schemes give indices ``[R, b]``; Poisson gives a Bernoulli
-mask ``[R, n]`` (``Batch.mask``), from which :meth:`Batch.padded` builds
-``[R, m]`` indices with 0/1 weights (``m`` the largest realized size) for
-oracles that cannot take a mask.
+generator. Fixed-size schemes give indices ``[R, b]``; Poisson gives each run's
+sorted members ``[R, K]`` padded with ``n`` (``Batch.positions``, drawn by
+geometric gaps: O(nq) random numbers per run), from which :meth:`Batch.members`
+and :meth:`Batch.padded` give ``[R, m]`` indices with 0/1 weights (``m`` the
+largest realized size) and ``Batch.mask`` a Bernoulli mask ``[R, n]`` (built only
+when an oracle asks for it).
 
 :func:`sampling_event` states the privacy of ``steps`` noisy steps under each
 scheme as an accountant event (see its docstring for the neighbouring relation
@@ -29,8 +31,6 @@ each one uses).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
 import torch
 
 from ._validation import check_int, check_nonnegative
@@ -41,51 +41,112 @@ __all__ = ["Batch", "Sampler", "PoissonSampler", "ShuffleSampler", "WithReplacem
 SAMPLING_SCHEMES = ("poisson", "shuffle", "with_replacement", "full")
 
 
-@dataclass
 class Batch:
-    """The examples of one step for ``runs`` runs.
+    """Lab utility: the examples of one step for ``runs`` runs.
 
-    Exactly one of ``idx`` / ``mask`` is set.
+    A batch is given by one of ``idx`` (fixed-size schemes), ``positions``
+    (Poisson sampling, Abadi et al. 2016 §3.1: sorted member indices per run) or
+    ``mask`` (0/1 membership; built from ``positions`` on first access).
 
     Attributes
     ----------
     idx : LongTensor[m] or [R, m] or None
         Example indices; 1-D means the same batch for every run.
+    positions : LongTensor[R, K] or None
+        Poisson members of each run in increasing order, padded with ``n``
+        (:func:`poisson_positions`). Oracles that can gather rows use it directly:
+        O(nq) work per run instead of O(n).
     mask : Tensor[R, n] or None
         Poisson membership as 0/1 floats (``mask[r, i] = 1``: example i is in
         run r's batch), in the dtype the algorithm runs in, ready to weight sums.
+        With ``positions`` it is computed (once) when first read.
     normalizer : float
         What sums are divided by: the expected batch size (``b``; ``n`` for full).
     sizes : Tensor[R]
         Realized batch sizes (for logging; never used to normalize).
     full : bool
         True when the batch is all ``n`` examples in order (``idx = arange(n)``).
+    n : int or None
+        Number of examples (the padding value of ``positions``).
     """
 
-    idx: torch.Tensor | None
-    mask: torch.Tensor | None
-    normalizer: float
-    sizes: torch.Tensor
-    full: bool = False
+    __slots__ = ("idx", "_mask", "normalizer", "sizes", "full", "positions", "n", "dtype", "counts", "_padded")
+
+    def __init__(self, idx, mask, normalizer, sizes, full=False, *, positions=None, n=None, dtype=None,
+                 counts=None):
+        if positions is not None and (idx is not None or mask is not None):
+            raise ValueError("a Batch has one of idx, mask or positions")
+        if positions is not None and n is None:
+            raise ValueError("Batch(positions=...) needs n (the padding value)")
+        self.idx, self._mask, self.normalizer, self.sizes, self.full = idx, mask, normalizer, sizes, full
+        self.positions, self.n, self.dtype, self.counts, self._padded = positions, n, dtype, counts, None
+
+    @property
+    def mask(self):
+        if self._mask is None and self.positions is not None:
+            R = self.positions.shape[0]
+            dt = self.dtype if self.dtype is not None else torch.get_default_dtype()
+            m = torch.zeros((R, self.n + 1), device=self.positions.device, dtype=dt)
+            m.scatter_(1, self.positions, 1.0)
+            self._mask = m[:, : self.n]
+        return self._mask
+
+    @mask.setter
+    def mask(self, value):
+        self._mask = value
+
+    def __repr__(self) -> str:
+        what = ("positions", self.positions) if self.positions is not None else (
+            ("mask", self._mask) if self._mask is not None else ("idx", self.idx))
+        shape = None if what[1] is None else tuple(what[1].shape)
+        return f"Batch({what[0]} shape={shape}, normalizer={self.normalizer}, full={self.full})"
+
+    def members(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Lab utility: Poisson members as ``[R, m]`` indices padded with ``n`` (``m`` the largest
+        realized size) and 0/1 weights in ``dtype`` (None when no slot is padding); needs ``positions``."""
+        if self._padded is None:
+            # Count in integers: ``sizes`` is in the run's dtype (inexact above 256 in bfloat16).
+            counts = self.counts
+            if counts is None:
+                counts = (self.positions < self.n).sum(1, dtype=torch.int32)
+            R = counts.shape[0]
+            if R == 1:
+                lo = m = int(counts[0])
+            else:
+                lo, m = (int(v) for v in torch.aminmax(counts))  # one synchronization
+            pos = self.positions[:, :m]
+            w = None
+            if lo < m:
+                w = (pos < self.n).to(self.dtype if self.dtype is not None else torch.get_default_dtype())
+            self._padded = (pos, w)
+        return self._padded
 
     def padded(self) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Indices ``[R, m]`` (or shared ``[m]``) and 0/1 weights ``[R, m]`` (None if all ones)."""
-        if self.mask is None:
+        """Indices ``[R, m]`` (or shared ``[m]``) and 0/1 weights ``[R, m]`` (None if all ones).
+
+        Padding slots hold a valid index (0) with weight 0.
+        """
+        if self.positions is not None:
+            pos, w = self.members()
+            if pos.shape[0] == 1:
+                return pos, None  # one run: m is its size, every slot a member
+            return (pos if w is None else pos.clamp(max=self.n - 1)), w
+        if self._mask is None:
             return self.idx, None
-        R, n = self.mask.shape
-        member = self.mask > 0
+        R, n = self._mask.shape
+        member = self._mask > 0
         if R == 1:
             idx = member[0].nonzero().squeeze(1)
             return idx.unsqueeze(0), None
         order = torch.sort((~member).to(torch.uint8), dim=1, stable=True).indices
         m = int(self.sizes.max())
         idx = order[:, :m]
-        weight = torch.gather(self.mask, 1, idx)
+        weight = torch.gather(self._mask, 1, idx)
         return idx, weight
 
 
 class Sampler:
-    """Base class. ``batch_size`` is the (expected) batch size ``b``."""
+    """Lab utility: base class. ``batch_size`` is the (expected) batch size ``b``."""
 
     name = "?"
 
@@ -129,15 +190,16 @@ class PoissonSampler(Sampler):
             mask = torch.ones((runs, self.n), device=device, dtype=dtype)
             return Batch(None, mask, float(self.batch_size), torch.full((runs,), self.n, device=device).to(dtype))
         pos = poisson_positions(self.n, q, runs, generator, device)          # [R, K], n = "not a member"
-        mask = torch.zeros((runs, self.n + 1), device=device, dtype=dtype)
-        mask.scatter_(1, pos, 1.0)
-        mask = mask[:, : self.n]
-        sizes = (pos < self.n).sum(1, dtype=torch.int32).to(dtype)  # exact count, then cast (bf16 sums drift)
-        return Batch(None, mask, float(self.batch_size), sizes)
+        counts = (pos < self.n).sum(1, dtype=torch.int32)
+        sizes = counts.to(dtype)  # exact count, then cast (bf16 sums drift)
+        # The mask [R, n] is built only if an oracle asks for it (Batch.mask): GLP oracles gather rows.
+        return Batch(None, None, float(self.batch_size), sizes, positions=pos, n=self.n, dtype=dtype, counts=counts)
 
 
 def poisson_positions(n: int, q: float, runs: int, generator: torch.Generator, device) -> torch.Tensor:
     """Members of ``runs`` independent Poisson(q) subsets of ``range(n)``, by geometric gaps.
+
+    Poisson subsampling of Abadi et al. (2016), §3.1, drawn in O(nq) per run.
 
     The gap before the next member is ``G = ⌊log U / log(1 − q)⌋ ~ Geometric(q)``
     (failures before a success), ``U`` uniform on (0, 1] in **float64**, so each
@@ -160,7 +222,7 @@ def poisson_positions(n: int, q: float, runs: int, generator: torch.Generator, d
     while True:
         u = torch.rand((runs, k), generator=generator, device=device, dtype=torch.float64)
         # 1 - u lies in (0, 1]; log of it / log(1-q) >= 0; floor -> gap; +1 -> step to the next member.
-        steps = torch.floor(torch.log1p(-u) / log1mq).clamp_(max=n).to(torch.int64).add_(1)
+        steps = u.neg_().log1p_().div_(log1mq).floor_().clamp_(max=n).to(torch.int64).add_(1)  # in place
         pos = steps.cumsum_(1).add_(start)
         chunks.append(pos)
         start = pos[:, -1:]
@@ -172,7 +234,7 @@ def poisson_positions(n: int, q: float, runs: int, generator: torch.Generator, d
 
 
 class ShuffleSampler(Sampler):
-    """Random reshuffling: one permutation per epoch (and per run), consecutive batches.
+    """Lab utility: random reshuffling: one permutation per epoch (and per run), consecutive batches.
 
     The last batch of an epoch holds ``n mod b`` examples when ``b`` does not
     divide ``n``; its normalizer is its own (deterministic, public) size.
@@ -197,7 +259,7 @@ class ShuffleSampler(Sampler):
 
 
 class WithReplacementSampler(Sampler):
-    """``b`` indices drawn i.i.d. uniformly from ``[n]`` (duplicates possible)."""
+    """``b`` indices drawn i.i.d. uniformly from ``[n]`` (duplicates possible): Chen, Wu & Hong (2020), eq. (8)."""
 
     name = "with_replacement"
 
@@ -207,7 +269,7 @@ class WithReplacementSampler(Sampler):
 
 
 class FullBatchSampler(Sampler):
-    """All ``n`` examples each step; no randomness."""
+    """All ``n`` examples each step; no randomness (Song, Thakkar & Thakurta (2021), Alg. 1)."""
 
     name = "full"
 
@@ -230,7 +292,7 @@ _SAMPLERS = {"poisson": PoissonSampler, "shuffle": ShuffleSampler,
 
 
 def make_sampler(sampling: str, n: int, batch_size: int | None) -> Sampler:
-    """The sampler for a scheme name in :data:`SAMPLING_SCHEMES`.
+    """Lab utility: the sampler for a scheme name in :data:`SAMPLING_SCHEMES`.
 
     ``batch_size=None`` is allowed only for ``"full"``.
     """
@@ -244,7 +306,7 @@ def make_sampler(sampling: str, n: int, batch_size: int | None) -> Sampler:
 
 
 def events():
-    """The accountants' event module (imported lazily: events are built only on request)."""
+    """Lab utility: the accountants' event module (imported lazily: events are built only on request)."""
     try:
         from . import accountants as A
         A.GaussianEvent  # noqa: B018 - the package may not re-export yet

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from ._validation import check_int
+from ._validation import check_int, check_nonnegative
 from .algorithms.adaptive_clipping import default_count_noise_std
 from .algorithms.dice_sgd import DiceSGDResult
 from .algorithms.loop import DPResult, finish, run
@@ -35,7 +35,7 @@ def _trainable(model: nn.Module):
 
 
 def module_grad_fn(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: torch.Tensor):
-    """The per-example gradient oracle ``(θ[n_params], idx[b]) -> [b, n_params]`` of a module.
+    """Lab utility: the per-example gradient oracle ``(θ[n_params], idx[b]) -> [b, n_params]`` of a module.
 
     θ is loaded into the model's parameters (in place) before each call.
     """
@@ -56,7 +56,7 @@ def module_grad_fn(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, ta
 @torch.no_grad()
 def evaluate(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: torch.Tensor,
              batch: int = 2048) -> tuple[float, float]:
-    """Mean loss and accuracy (argmax of the outputs; NaN if outputs are not class scores)."""
+    """Lab utility: mean loss and accuracy (argmax of the outputs; NaN if outputs are not class scores)."""
     tot_loss, correct, n, is_cls = 0.0, 0, inputs.shape[0], True
     for s in range(0, n, batch):
         out = model(inputs[s:s + batch])
@@ -73,7 +73,8 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
           method: str = "dp_sgd", pre_clip_std: float = 0.0, feedback_clip_norm=None,
           target_quantile: float = 0.5, clip_lr: float = 0.2, count_noise_std=None,
           optimizer="sgd", seed=None, log_every: int = 10, monitor: tuple | None = None,
-          progress: bool | None = None, per_example: str = "auto") -> DPResult:
+          progress: bool | None = None, per_example: str = "auto", normalize: bool = False,
+          stability: float = 0.0) -> DPResult:
     """Privately train ``model`` on ``(inputs, targets)``; the model ends with the released θ.
 
     Parameters
@@ -96,6 +97,18 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
         (default: the first ``min(batch_size, 512)`` training examples).
     progress : bool or None
         tqdm bar (None: only for runs longer than ~3 s).
+    normalize : bool
+        Normalize instead of clip — automatic clipping (Bu et al. 2023,
+        "AUTO-S"): each per-example gradient becomes ``C g_i / (‖g_i‖ + γ)``, with
+        ``γ = stability``. Its norm is below ``C``, so the noise, the sensitivity and the
+        accounting are those of clipping at ``C`` (same ``dp_event()``). The same
+        privatizer as ``dl.dp_sgd(..., normalize=True)`` on generalized linear problems;
+        with ``method="dice_sgd"`` both clips are normalizations (automatic DiceSGD,
+        Zhang et al. 2024, Alg. 4). Not with ``method="adaptive"`` (a quantile of
+        norms that are all rescaled to C has nothing to adapt to).
+    stability : float
+        ``γ ≥ 0`` of automatic clipping (a small constant such as 0.01; 0 gives exact normalization
+        ``C g_i/‖g_i‖``, a zero gradient staying zero).
     per_example : {"auto", "ghost", "materialize"}
         How per-example norms and clipped sums are computed: layer by layer without
         per-example gradients (:mod:`dpclip_lab.ghost`; ``"auto"`` uses it whenever the
@@ -124,13 +137,26 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
         check_module_inputs(model, *monitor)
     log_every = check_int(log_every, "log_every", minimum=1)
     sampler = make_sampler(sampling, n, batch_size)
+    if not isinstance(normalize, (bool, int)) or isinstance(normalize, float):
+        raise TypeError(f"normalize must be True or False, got {normalize!r}")
+    normalize = bool(normalize)
+    stability = check_nonnegative(stability, "stability")
+    if stability and not normalize:
+        raise ValueError(f"stability (γ of automatic clipping) needs normalize=True, got stability={stability!r}")
+    if normalize and clip_norm is None:
+        raise ValueError("normalize=True needs a clip_norm C (the norm every per-example gradient is rescaled to)")
     if method == "dp_sgd":
-        privatizer = GaussianPrivatizer(clip_norm, noise_multiplier, pre_clip_std=pre_clip_std)
+        privatizer = GaussianPrivatizer(clip_norm, noise_multiplier, pre_clip_std=pre_clip_std,
+                                        normalize=normalize, stability=stability)
     elif method == "dice_sgd":
         if feedback_clip_norm is None:
             raise ValueError("method='dice_sgd' needs feedback_clip_norm (C2 >= clip_norm)")
-        privatizer = ErrorFeedbackPrivatizer(clip_norm, feedback_clip_norm, noise_multiplier)
+        privatizer = ErrorFeedbackPrivatizer(clip_norm, feedback_clip_norm, noise_multiplier, normalize=normalize,
+                                             stability=stability)
     elif method == "adaptive":
+        if normalize:
+            raise ValueError("normalize=True cannot be combined with method='adaptive': every normalized gradient "
+                             "has norm C, so there is no quantile of norms to track; use method='dp_sgd'")
         if count_noise_std is None:
             count_noise_std = default_count_noise_std(sampler.batch_size, noise_multiplier)
         privatizer = QuantilePrivatizer(clip_norm, noise_multiplier, target_quantile=target_quantile,
@@ -157,13 +183,17 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
 
     from .ghost import ModuleOracle  # the layer-wise oracle (falls back to module_grad_fn)
     grad_fn = ModuleOracle(model, loss_fn, inputs, targets, mode=per_example)
-    traj = run(grad_fn, theta0, steps=steps, lr=lr, sampler=sampler, privatizer=privatizer, update=optimizer,
-               seed=seed, keep_iterates=False, progress=progress, callback=callback)
+    try:
+        traj = run(grad_fn, theta0, steps=steps, lr=lr, sampler=sampler, privatizer=privatizer, update=optimizer,
+                   seed=seed, keep_iterates=False, progress=progress, callback=callback)
+    finally:
+        grad_fn.close()  # the layer plan's forward hooks come off the model
     with torch.no_grad():
         vector_to_parameters(traj.last[0], params)
     common = dict(release="last", sampling=sampling, sample_rate=sampler.sample_rate,
                   noise_multiplier=privatizer.noise_multiplier, steps=steps, batch_size=sampler.batch_size,
-                  n=n, clip_norm=clip_norm, extra={"log": log, "method": method})
+                  n=n, clip_norm=clip_norm, extra={"log": log, "method": method, "normalize": normalize,
+                                                   "stability": stability})
     if method == "dice_sgd":
         return finish(traj, theta0, result_cls=DiceSGDResult, algorithm="DiceSGD (nn.Module)",
                       feedback_clip_norm=feedback_clip_norm, **common)

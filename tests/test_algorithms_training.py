@@ -71,3 +71,57 @@ def test_train_bad_method():
     with pytest.raises(ValueError, match="feedback_clip_norm"):
         train(_model(), F.cross_entropy, X, y, steps=1, lr=0.1, clip_norm=1.0, noise_multiplier=0.0, batch_size=4,
               method="dice_sgd")
+
+
+# -- automatic clipping (normalization, Bu et al. 2023) through dl.train -----------------------------------
+@pytest.mark.parametrize("per_example", ["auto", "materialize"])
+@pytest.mark.parametrize("stability", [0.0, 0.01])
+def test_train_normalize_is_one_normalized_step(per_example, stability):
+    """One full-batch step, no noise: θ1 = θ0 − η Σ_i C g_i / (‖g_i‖ + γ) / n, on both oracle paths."""
+    X, y = _data(32)
+    m = _model()
+    theta0 = flat_params(m)
+    G = per_sample_grads(m, F.cross_entropy, X, y)
+    C, lr = 5.0, 0.3  # above every gradient norm: clipping is the identity, normalization is not
+    want = theta0 - lr * (C * G / (G.norm(dim=1, keepdim=True) + stability)).sum(0) / 32
+    res = train(m, F.cross_entropy, X, y, steps=1, lr=lr, clip_norm=C, noise_multiplier=0.0, batch_size=32,
+                sampling="full", seed=0, progress=False, normalize=True, stability=stability, per_example=per_example)
+    torch.testing.assert_close(res.theta, want, rtol=1e-5, atol=1e-6)
+    clipped = train(_model(), F.cross_entropy, X, y, steps=1, lr=lr, clip_norm=C, noise_multiplier=0.0, batch_size=32,
+                    sampling="full", seed=0, progress=False, per_example=per_example)
+    assert not torch.allclose(clipped.theta, res.theta, atol=1e-6)  # normalization is not clipping
+    assert res.extra["normalize"] is True and res.extra["stability"] == stability
+
+
+def test_train_normalize_matches_dp_sgd_and_accounts_like_clipping():
+    X, y = _data()
+    kw = dict(steps=6, lr=0.5, clip_norm=1.0, noise_multiplier=1.0, batch_size=32, seed=4)
+    a = train(_model(), F.cross_entropy, X, y, progress=False, normalize=True, stability=0.01, **kw)
+    m = _model()
+    b = dp_sgd(module_grad_fn(m, F.cross_entropy, X, y), flat_params(m), n=256, normalize=True, stability=0.01, **kw)
+    torch.testing.assert_close(a.theta, b.theta, rtol=1e-5, atol=1e-6)
+    c = train(_model(), F.cross_entropy, X, y, progress=False, **kw)
+    assert a.dp_event() == c.dp_event()  # same sensitivity C, same noise: same privacy event
+    d = train(_model(), F.cross_entropy, X, y, progress=False, method="dice_sgd", feedback_clip_norm=1.0,
+              normalize=True, **kw)  # automatic DiceSGD (Zhang et al. 2024, Alg. 4)
+    assert torch.isfinite(d.theta).all()
+
+
+def test_train_normalize_bad_inputs():
+    X, y = _data(32)
+    kw = dict(steps=1, lr=0.1, clip_norm=1.0, noise_multiplier=0.0, batch_size=4, progress=False)
+    with pytest.raises(ValueError, match="adaptive"):
+        train(_model(), F.cross_entropy, X, y, method="adaptive", normalize=True, **kw)
+    with pytest.raises(ValueError, match="stability"):
+        train(_model(), F.cross_entropy, X, y, normalize=True, stability=-0.1, **kw)
+    with pytest.raises(ValueError, match="stability"):
+        train(_model(), F.cross_entropy, X, y, stability=0.1, **kw)  # γ without normalization
+    with pytest.raises(TypeError, match="normalize"):
+        train(_model(), F.cross_entropy, X, y, normalize=0.01, **kw)
+
+
+def test_train_leaves_no_hooks_on_the_model():
+    X, y = _data(32)
+    m = _model()
+    train(m, F.cross_entropy, X, y, steps=2, lr=0.1, clip_norm=1.0, noise_multiplier=0.5, batch_size=8, progress=False)
+    assert all(not mod._forward_hooks for mod in m.modules())

@@ -9,17 +9,34 @@ Zhang et al. (2024), DiceSGD paper, Alg. 1 (DPSGD-GC).
 """
 from __future__ import annotations
 
+import torch
+
 from .._validation import check_int, check_nonnegative
 from ..privatizers import GaussianPrivatizer
 from ..sampling import make_sampler
 from .loop import DPResult, finish, run
-from .oracles import GLPOracle, as_oracle
+from .oracles import GLPOracle, as_oracle, has_pre_clip
 
 __all__ = ["dp_sgd", "check_n"]
 
 
+def _check_pre_clip_std(pre_clip_std):
+    """Lab utility: validate k of Chen, Wu & Hong (2020) §5 eq. (11): a float in [0, inf) or a
+    1-D tensor of such values (one per run); returns a float or a float64 tensor ``[R]``."""
+    if isinstance(pre_clip_std, torch.Tensor) and pre_clip_std.dim() > 0 and pre_clip_std.numel() != 1:
+        if pre_clip_std.dim() != 1 or pre_clip_std.is_complex() or pre_clip_std.dtype == torch.bool:
+            raise ValueError(f"pre_clip_std must be a float or a 1-D tensor [R] of values in [0, inf), "
+                             f"got a tensor of shape {tuple(pre_clip_std.shape)} and dtype {pre_clip_std.dtype}")
+        k = pre_clip_std.detach().to(torch.float64)
+        if not bool((torch.isfinite(k) & (k >= 0)).all()):
+            bad = k[~(torch.isfinite(k) & (k >= 0))][0].item()
+            raise ValueError(f"pre_clip_std must lie in [0, inf) in every run, got {bad!r}")
+        return k
+    return check_nonnegative(pre_clip_std, "pre_clip_std")
+
+
 def check_n(n, grad_fn) -> int:
-    """Validate n (and match it against a GLProblem's number of examples)."""
+    """Lab utility: validate n (and match it against a GLProblem's number of examples)."""
     n = check_int(n, "n", minimum=1)
     oracle = as_oracle(grad_fn)
     if isinstance(oracle, GLPOracle) and oracle.n != n:
@@ -29,7 +46,8 @@ def check_n(n, grad_fn) -> int:
 
 def dp_sgd(grad_fn, theta0, *, n, steps, lr, clip_norm, noise_multiplier, batch_size=None,
            sampling="poisson", pre_clip_std=0.0, project=None, average=False, optimizer="sgd",
-           normalize=False, seed=None, keep_iterates=True, progress=None, callback=None) -> DPResult:
+           normalize=False, seed=None, keep_iterates=True, progress=None, callback=None,
+           stability=0.0) -> DPResult:
     """DP-SGD with per-example clipping (and, with ``noise_multiplier=0``, clipped SGD).
 
     Each step: sample a batch ``S_t``; clip each per-example gradient (after
@@ -60,15 +78,20 @@ def dp_sgd(grad_fn, theta0, *, n, steps, lr, clip_norm, noise_multiplier, batch_
     batch_size : int, optional
         Expected batch size b (required unless ``sampling="full"``).
     sampling : {"poisson", "shuffle", "with_replacement", "full"}
-    pre_clip_std : float
+    pre_clip_std : float or Tensor[R]
         k of Chen et al. §5 (perturbation before clipping; trades bias for variance).
+        A tensor gives one k per run, so a sweep over k (× clip norms × seeds) is one
+        batched call: ``pre_clip_std=ks.repeat_interleave(seeds)``.
     project : callable, optional
         Projection applied after each step (:func:`project_l2_ball`, :func:`project_interval`).
     average : bool
         Release ``(1/T) Σ_{t=1}^T θ_t`` instead of the last iterate.
     optimizer : {"sgd", "adam"} or update-rule object
     normalize : bool
-        Normalize per-example gradients to norm C instead of clipping (Bu et al. 2023).
+        Normalize per-example gradients to norm C instead of clipping (automatic
+        clipping, Bu et al. 2023, AUTO-S): ``C g_i / (‖g_i‖ + γ)``.
+    stability : float
+        γ of automatic clipping (0: exact normalization; a small γ such as 0.01 keeps tiny gradients small).
     seed : int, optional
         Seed of the ``torch.Generator`` (on theta0's device) for batches and noise.
 
@@ -80,17 +103,19 @@ def dp_sgd(grad_fn, theta0, *, n, steps, lr, clip_norm, noise_multiplier, batch_
     """
     n = check_n(n, grad_fn)
     sampler = make_sampler(sampling, n, batch_size)
-    privatizer = GaussianPrivatizer(clip_norm, noise_multiplier,
-                                    pre_clip_std=check_nonnegative(pre_clip_std, "pre_clip_std"),
-                                    normalize=normalize)
+    k = _check_pre_clip_std(pre_clip_std)
+    privatizer = GaussianPrivatizer(clip_norm, noise_multiplier, pre_clip_std=0.0 if isinstance(k, torch.Tensor) else k,
+                                    normalize=normalize, stability=stability)
+    if isinstance(k, torch.Tensor):
+        privatizer.pre_clip_std = k  # one k per run: the oracle broadcasts it over the runs dim
     traj = run(grad_fn, theta0, steps=steps, lr=lr, sampler=sampler, privatizer=privatizer,
                update=optimizer, project=project, average=average, seed=seed,
                keep_iterates=keep_iterates, progress=progress, callback=callback)
     name = "clipped SGD" if privatizer.noise_multiplier == 0 else "DP-SGD"
-    if pre_clip_std:
+    if has_pre_clip(k):
         name += " + pre-clip perturbation"
     return finish(traj, theta0, release="average" if average else "last", algorithm=name,
                   sampling=sampling, sample_rate=sampler.sample_rate,
                   noise_multiplier=privatizer.noise_multiplier, steps=steps,
                   batch_size=sampler.batch_size, n=n, clip_norm=clip_norm,
-                  extra={"pre_clip_std": float(pre_clip_std), "optimizer": getattr(optimizer, "name", optimizer)})
+                  extra={"pre_clip_std": k.clone() if isinstance(k, torch.Tensor) else float(k), "optimizer": getattr(optimizer, "name", optimizer)})

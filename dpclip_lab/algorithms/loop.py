@@ -36,7 +36,7 @@ __all__ = ["run", "Trajectory", "DPResult", "make_generator", "sweep_grid"]
 
 
 def make_generator(seed, device) -> torch.Generator:
-    """A ``torch.Generator`` on ``device`` seeded with ``seed`` (fresh entropy if None)."""
+    """Lab utility: a ``torch.Generator`` on ``device`` seeded with ``seed`` (fresh entropy if None)."""
     gen = torch.Generator(device=device)
     if seed is None:
         gen.seed()
@@ -48,7 +48,7 @@ def make_generator(seed, device) -> torch.Generator:
 
 
 def sweep_grid(clip_norms, n_seeds: int, *, dtype=torch.float64, device=None) -> torch.Tensor:
-    """Clip norms for a batched sweep: each of ``clip_norms`` repeated ``n_seeds`` times.
+    """Lab utility: clip norms for a batched sweep: each of ``clip_norms`` repeated ``n_seeds`` times.
 
     ``dp_sgd(..., clip_norm=sweep_grid(Cs, 16))`` runs ``len(Cs) × 16`` runs as one
     tensor program; reshape results as ``[len(Cs), 16, ...]``.
@@ -66,7 +66,7 @@ def sweep_grid(clip_norms, n_seeds: int, *, dtype=torch.float64, device=None) ->
 
 @dataclass
 class Trajectory:
-    """Raw output of :func:`run` (runs dim first, always present)."""
+    """Lab utility: raw output of :func:`run` (runs dim first, always present)."""
 
     last: torch.Tensor                      # [R, p]
     average: torch.Tensor | None            # [R, p]: (1/T) Σ_{t=1}^T θ_t
@@ -80,7 +80,7 @@ def _runs_of(theta0, privatizer, lr) -> int:
     cands = {}
     if theta0.dim() == 2:
         cands["theta0"] = theta0.shape[0]
-    for name in ("clip_norm", "feedback_clip_norm"):
+    for name in ("clip_norm", "feedback_clip_norm", "pre_clip_std"):
         v = getattr(privatizer, name, None)
         if isinstance(v, torch.Tensor) and v.dim() >= 1:
             cands[name] = v.numel()
@@ -122,6 +122,8 @@ def run(grad_fn, theta0: torch.Tensor, *, steps: int, lr, sampler: Sampler, priv
         keep_iterates: bool = True, progress: bool | None = None,
         callback: Callable | None = None) -> Trajectory:
     """Run ``steps`` iterations of a DP first-order method (see module docstring).
+
+    The loop of Abadi et al. (2016), Alg. 1 and Song, Thakkar & Thakurta (2021), Alg. 1, for ``R`` runs at once.
 
     Parameters
     ----------
@@ -211,7 +213,7 @@ def run(grad_fn, theta0: torch.Tensor, *, steps: int, lr, sampler: Sampler, priv
 
 @dataclass
 class DPResult:
-    """What a DP optimizer returns: the released model and its privacy record.
+    """Lab utility: what a DP optimizer returns: the released model and its privacy record.
 
     Attributes
     ----------

@@ -12,8 +12,10 @@ batch, what is* ``Σ_i s_i g_i`` *(the sum of rescaled per-example gradients;
     A generalized linear problem (``dpclip_lab.GLProblem``): the gradient of
     example i is ``f'(⟨θ, x_i⟩; y_i) x_i``, so its norm is ``|f'_i| ‖x_i‖`` and
     the rescaled sum is ``X_Bᵀ (s ⊙ f')`` — O(np), no ``[n, p]`` tensor
-    (Song et al. 2021, §2). Pre-clip perturbation (Chen et al. §5) breaks the
-    rank-one structure, so it falls back to materialized gradients.
+    (Song et al. 2021, §2). Poisson batches are gathered: O(nq·p) per run and
+    step, not O(np) (see the class). Pre-clip perturbation (Chen et al. §5,
+    with one ``k`` or one per run) breaks the rank-one structure, so it falls
+    back to materialized gradients.
 
 :func:`as_oracle` picks one: a ``GLProblem`` — or its bound ``grad_fn`` — gets
 the fast path; any other callable (or object with a ``grad_fn`` method, such
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
+import torch.nn.functional as F
 
 from .._validation import check_finite_tensor
 from ..clipping import safe_norm
@@ -34,7 +37,7 @@ __all__ = ["Sums", "CallableOracle", "GLPOracle", "as_oracle"]
 
 @dataclass
 class Sums:
-    """What one step's per-example gradients reduce to (runs dim first).
+    """Lab utility: what one step's per-example gradients reduce to (runs dim first).
 
     ``scaled``: ``Σ_i w_i s_i g_i`` ``[R, p]``; ``raw``: ``Σ_i w_i g_i`` ``[R, p]``
     (or None); ``norms``: ``w_i ‖g_i‖`` ``[R, m]`` (0 in slots that hold no
@@ -60,13 +63,43 @@ def _is_glp(obj) -> bool:
 
 
 class GLPOracle:
-    """Fast clipped sums for a generalized linear problem (see module docstring)."""
+    """Fast clipped sums for a generalized linear problem (Song, Thakkar & Thakurta 2021, §2; module docstring).
+
+    Poisson batches given as sorted member positions (:class:`dpclip_lab.sampling.Batch`)
+    are *gathered*: per run and step the work is O(m p) for the ``m ≈ nq`` members
+    — rows of ``X`` (plus a zero row at index ``n`` for padding) are gathered
+    once for ``⟨θ_r, x_i⟩``, and the clipped sum ``Σ_i s_i c_i x_i`` is one fused
+    gather-and-weighted-sum (``embedding_bag``) — instead of O(n p) for a 0/1 mask
+    over all n rows. When ``m`` is not small against ``n`` the mask path is used.
+    """
+
+    #: gather members when the padded batch width m is at most this fraction of n (above it
+    #: the dense mask path's matrix products should win; a rough threshold, not tuned).
+    GATHER_MAX_FRACTION = 0.5
 
     def __init__(self, problem):
         self.problem = problem
         self.X, self.y, self.loss = problem.X, problem.y, problem.loss
         self.feature_norms = problem.feature_norms
         self.n, self.p = self.X.shape
+        self._padded_rows = None
+
+    def _pad(self):
+        """X, y, feature norms with one extra row at index n (zero features: padding contributes 0)."""
+        if self._padded_rows is None:
+            X, y, f = self.X, self.y, self.feature_norms
+            self._padded_rows = (torch.cat([X, X.new_zeros((1, self.p))]), torch.cat([y, y[:1]]),
+                                 torch.cat([f, f.new_zeros(1)]))
+        return self._padded_rows
+
+    def _gathered(self, batch):
+        """``(idx [R, m] padded with n, weights or None)`` if the batch is gathered, else None."""
+        if getattr(batch, "positions", None) is None or batch.n != self.n:
+            return None
+        idx, w = batch.members()
+        if idx.shape[1] > self.GATHER_MAX_FRACTION * self.n:
+            return None
+        return idx, w
 
     def _rows(self, batch):
         """(X rows, y, feature norms, weights, gathered?) for a batch."""
@@ -80,15 +113,27 @@ class GLPOracle:
         return self.X[idx], self.y[idx], self.feature_norms[idx], None, True
 
     def per_example(self, theta, batch):
+        """Per-example gradients ``[R, m, p]`` (or ``[R, n, p]`` with a mask) and 0/1 weights."""
+        g = self._gathered(batch)
+        if g is not None:
+            idx, w = g
+            Xp, yp, _ = self._pad()
+            Xg = Xp.index_select(0, idx.reshape(-1)).view(*idx.shape, self.p)
+            z = torch.bmm(theta.unsqueeze(1), Xg.transpose(1, 2)).squeeze(1)
+            return self.loss.derivative(z, yp[idx]).unsqueeze(-1) * Xg, w
         X, y, _, w, gathered = self._rows(batch)
         z = torch.einsum("rmp,rp->rm", X, theta) if gathered else theta @ X.T
         return self.loss.derivative(z, y).unsqueeze(-1) * X, w
 
     def reduce(self, theta, batch, scale: Callable | None, *, pre_clip_std=0.0, need_raw=False,
                generator=None) -> Sums:
-        if pre_clip_std:
+        """The sums of one step (see :class:`Sums`); pre-clip noise materializes per-example gradients."""
+        if has_pre_clip(pre_clip_std):
             return _materialized_reduce(*self.per_example(theta, batch), scale, pre_clip_std,
                                         need_raw, generator)
+        g = self._gathered(batch)
+        if g is not None:
+            return self._reduce_gathered(theta, *g, scale, need_raw)
         X, y, fnorm, w, gathered = self._rows(batch)
         z = torch.einsum("rmp,rp->rm", X, theta) if gathered else theta @ X.T
         coef = self.loss.derivative(z, y)
@@ -106,9 +151,29 @@ class GLPOracle:
         _check_finite(scaled, "loss derivative")
         return Sums(scaled, raw, norms, w)
 
+    def _reduce_gathered(self, theta, idx, w, scale, need_raw) -> Sums:
+        # Padding slots index the zero row n: z = 0, feature norm 0, so norm 0 (never "clipped")
+        # and no contribution to any sum, whatever the loss derivative there.
+        Xp, yp, fp = self._pad()
+        R, m = idx.shape
+        if m == 0:
+            zero = theta.new_zeros(theta.shape)
+            return Sums(zero, zero.clone() if need_raw else None, theta.new_zeros((R, 0)), w)
+        flat = idx.reshape(-1)
+        Xg = Xp.index_select(0, flat).view(R, m, self.p)
+        z = torch.bmm(theta.unsqueeze(1), Xg.transpose(1, 2)).squeeze(1)          # [R, m]
+        coef = self.loss.derivative(z, yp.index_select(0, flat).view(R, m))      # (index_select: 3x faster than yp[idx])
+        norms = coef.abs().mul_(fp.index_select(0, flat).view(R, m))
+        sc = coef if scale is None else scale(norms).mul_(coef)
+        # Fused gather + weighted sum over each run's members (Σ_i sc_i x_i): no [R, m, p] product.
+        scaled = F.embedding_bag(idx, Xp, per_sample_weights=sc, mode="sum")
+        raw = F.embedding_bag(idx, Xp, per_sample_weights=coef, mode="sum") if need_raw else None
+        _check_finite(scaled, "loss derivative")
+        return Sums(scaled, raw, norms, w)
+
 
 class CallableOracle:
-    """Generic per-example gradient oracle ``grad_fn(theta, idx)``.
+    """Lab utility: generic per-example gradient oracle ``grad_fn(theta, idx)``.
 
     With one run, ``grad_fn`` is called as ``grad_fn(theta[p], idx[b]) -> [b, p]``;
     with ``R > 1`` runs as ``grad_fn(theta[R, p], idx[R, b] or [b]) -> [R, b, p]``.
@@ -146,9 +211,13 @@ class CallableOracle:
 
 def _materialized_reduce(G, w, scale, pre_clip_std, need_raw, generator) -> Sums:
     _check_finite(G, "per-example gradients")  # before the norms: NaN/inf is grad_fn's fault, not the clip's
-    if pre_clip_std:
+    if has_pre_clip(pre_clip_std):
         # Chen et al. (2020) §5, eq. (11): g_i + k ζ_i, ζ_i ~ N(0, I), *before* clipping.
-        G = G + pre_clip_std * torch.randn(G.shape, generator=generator, device=G.device, dtype=G.dtype)
+        # k is a float or one value per run ([R]: a sweep over k is one batched call).
+        k = pre_clip_std
+        if isinstance(k, torch.Tensor):
+            k = k.to(device=G.device, dtype=G.dtype).reshape(-1, *([1] * (G.dim() - 1)))
+        G = G + k * torch.randn(G.shape, generator=generator, device=G.device, dtype=G.dtype)
     norms = safe_norm(G)  # overflow-safe: a norm past the dtype's max would otherwise silently zero the example
     if not bool(torch.isfinite(norms).all()) and bool(torch.isfinite(G).all()):
         raise ValueError(f"a per-example gradient norm exceeds the range of {G.dtype} (max "
@@ -167,8 +236,16 @@ def _materialized_reduce(G, w, scale, pre_clip_std, need_raw, generator) -> Sums
     return Sums(scaled, raw, norms, w)
 
 
+def has_pre_clip(pre_clip_std) -> bool:
+    """Lab utility: True when pre-clip perturbation (Chen, Wu & Hong 2020, §5 eq. (11)) is on —
+    ``k > 0`` for a float, any ``k_r > 0`` for a per-run tensor."""
+    if isinstance(pre_clip_std, torch.Tensor):
+        return bool((pre_clip_std != 0).any())
+    return bool(pre_clip_std)
+
+
 def as_oracle(grad_fn):
-    """A :class:`GLPOracle` for a GLProblem (or its bound ``grad_fn``), else a :class:`CallableOracle`."""
+    """Lab utility: a :class:`GLPOracle` for a GLProblem (or its bound ``grad_fn``), else a :class:`CallableOracle`."""
     if isinstance(grad_fn, (GLPOracle, CallableOracle)):
         return grad_fn
     if _is_glp(grad_fn):
