@@ -73,6 +73,8 @@ __all__ = [
 def clopper_pearson_upper(k, n, alpha):
     """One-sided Clopper–Pearson upper bound on a binomial rate.
 
+    Source: Clopper & Pearson (1934); the error-rate bounds of the audit of Kairouz, Oh & Viswanath (2015), Thm 2.1.
+
     ``P(Bin(n, p) ≤ k) = alpha`` solved for ``p`` (``1`` when ``k = n``), so that
     ``P(p_true > U(K)) ≤ alpha`` for ``K ~ Bin(n, p_true)``. Vectorized over ``k``.
     """
@@ -127,6 +129,8 @@ def _check_delta(delta) -> float:
 
 def epsilon_lower_bound(scores_in, scores_out, *, delta, confidence=0.95) -> float:
     """A lower bound on ε, valid with probability ≥ ``confidence``, from membership scores.
+
+    Source: Kairouz, Oh & Viswanath (2015), Thm 2.1; the audit of Jagielski, Ullman & Oprea (2020).
 
     A mechanism that is (ε, δ)-DP forces every test of "canary in" against
     "canary out" to have false-positive rate α and false-negative rate β with
@@ -193,6 +197,8 @@ def epsilon_lower_bound(scores_in, scores_out, *, delta, confidence=0.95) -> flo
 def max_certifiable_epsilon(n_in: int, n_out: int, *, delta, confidence=0.95) -> float:
     """The largest ε :func:`epsilon_lower_bound` can certify with these sample sizes.
 
+    Source: the ceiling of the bound of Kairouz, Oh & Viswanath (2015), Thm 2.1, with Clopper–Pearson intervals.
+
     What a *perfect* attack (every run classified correctly) certifies: an audit
     with ``n`` runs per side cannot show more than about ``log(n / log(1/a))``.
     """
@@ -205,6 +211,8 @@ def max_certifiable_epsilon(n_in: int, n_out: int, *, delta, confidence=0.95) ->
 @dataclass
 class CanaryAudit:
     """The scores of a batched canary audit and what they certify.
+
+    Source: the audits of Jagielski, Ullman & Oprea (2020) and Nasr et al. (2021), bounded by Kairouz, Oh & Viswanath (2015), Thm 2.1.
 
     Attributes
     ----------
@@ -270,7 +278,7 @@ class CanaryAudit:
 
 def gradient_canary_oracle(in_run: torch.Tensor, canary_gradient: torch.Tensor, *, canary_index: int = 0,
                            other_gradient: torch.Tensor | None = None, base_grad_fn=None):
-    """A batched per-example gradient oracle with a crafted canary gradient.
+    """Lab utility: A batched per-example gradient oracle with a crafted canary gradient.
 
     Example ``canary_index`` has gradient ``canary_gradient`` in the runs where
     ``in_run`` is True and 0 elsewhere; every other example has gradient
@@ -307,7 +315,7 @@ def gradient_canary_oracle(in_run: torch.Tensor, canary_gradient: torch.Tensor, 
 
 
 def module_batched_grad_fn(model: torch.nn.Module, loss_fn, inputs: torch.Tensor, targets: torch.Tensor):
-    """Per-example gradients of a small ``nn.Module`` for ``R`` runs at once.
+    """Lab utility: Per-example gradients of a small ``nn.Module`` for ``R`` runs at once.
 
     ``(theta[R, n_params], idx[R, m]) -> [R, m, n_params]``: ``vmap`` over runs of
     ``vmap`` over examples of ``grad`` of the functional model (``torch.func``),
@@ -422,6 +430,8 @@ def gradient_canary_audit(algorithm: str = "dp_sgd", *, runs: int, steps: int, n
                           dtype=torch.float64) -> CanaryAudit:
     """Audit a lab algorithm with a gradient canary, ``2 × runs`` runs as one tensor program.
 
+    Source: the white-box gradient canaries of Nasr et al. (2021), bounded by Kairouz, Oh & Viswanath (2015), Thm 2.1.
+
     Example 0 (the canary) has the per-example gradient ``canary_norm · u``
     (``u = e_coordinate``, a "Dirac" canary on one parameter) in the first
     ``runs`` runs and 0 in the other ``runs``; all other examples have gradient
@@ -520,6 +530,8 @@ def input_canary_audit(X: torch.Tensor, y: torch.Tensor, loss, canary_x: torch.T
                        checkpoints=None, seed: int = 0, accountant: str = "rdp") -> CanaryAudit:
     """Audit with an input-space canary on a generalized linear problem ``f(⟨θ, x⟩; y)``.
 
+    Source: the input-space canaries of Jagielski, Ullman & Oprea (2020), bounded by Kairouz, Oh & Viswanath (2015), Thm 2.1.
+
     The data set is ``X`` plus the canary ``(canary_x, canary_y)`` as its last
     example (``n = len(X) + 1``); in the "out" runs the canary's gradient is
     zeroed. The algorithm computes the canary's gradient like any other, so its
@@ -594,6 +606,8 @@ def input_canary_audit(X: torch.Tensor, y: torch.Tensor, loss, canary_x: torch.T
 # =========================================================================== one-run audit
 def one_run_p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
     """P[≥ v correct guesses out of r] for an (ε, δ)-DP algorithm (Steinke, Nasr, Jagielski 2023).
+
+    Source: Steinke, Nasr & Jagielski (2023), Alg. 1 and App. D.
 
     ``m`` canaries, each included independently with probability ½; the
     auditor guesses ``r`` of them (abstains on the rest). Their main theorem in
@@ -672,6 +686,8 @@ def one_run_gradient_audit(*, canaries: int, steps: int, noise_multiplier: float
                            guesses=None, seed: int = 0, accountant: str = "rdp"):
     """One DP-SGD training run with ``canaries`` gradient canaries (Steinke et al. 2023).
 
+    Source: Steinke, Nasr & Jagielski (2023), Alg. 1.
+
     Canary i has gradient ``C e_i`` (model dimension = ``canaries``) and is
     included with probability ½; ``extra_examples`` more examples have gradient
     0. One run (R = 1), last iterate or all iterates observed; score_i is
@@ -719,6 +735,8 @@ def one_run_gradient_audit(*, canaries: int, steps: int, noise_multiplier: float
 # =========================================================================== broken on purpose
 class BrokenMeanNoisePrivatizer(GaussianPrivatizer):
     """**BROKEN ON PURPOSE — not differentially private at the claimed z.** For the audit chapter.
+
+    Source: breaks Abadi et al. (2016), Alg. 1 on purpose (noise calibrated to the mean, not the sum).
 
     The bug: the noise is *calibrated to the mean* (std ``σ = z C / b``, the
     right std for noise added to the average of the clipped gradients) but

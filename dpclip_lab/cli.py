@@ -78,7 +78,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``dpclip-lab`` argument parser (sub-commands ``epsilon`` and ``noise``)."""
+    """Lab utility: The ``dpclip-lab`` argument parser (sub-commands ``epsilon`` and ``noise``)."""
     parser = _Parser(prog="dpclip-lab", description=__doc__.split("\n\n")[0],
                      formatter_class=argparse.RawDescriptionHelpFormatter,
                      epilog="Examples:\n"
@@ -105,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def resolve_sample_rate(sample_rate=None, batch_size=None, dataset_size=None) -> float:
-    """``q`` from ``sample_rate``, or from ``batch_size / dataset_size`` (exactly one way)."""
+    """Lab utility: ``q`` from ``sample_rate``, or from ``batch_size / dataset_size`` (exactly one way)."""
     if sample_rate is not None:
         if batch_size is not None or dataset_size is not None:
             raise ValueError("give either --sample-rate or --batch-size with --dataset-size, not both")
@@ -123,7 +123,7 @@ def resolve_sample_rate(sample_rate=None, batch_size=None, dataset_size=None) ->
 
 
 def resolve_steps(steps=None, epochs=None, sample_rate=1.0) -> int:
-    """``T`` from ``steps``, or ``ceil(epochs / sample_rate)`` (rounded up: never fewer steps)."""
+    """Lab utility: ``T`` from ``steps``, or ``ceil(epochs / sample_rate)`` (rounded up: never fewer steps)."""
     if steps is not None:
         if steps < 1:
             raise ValueError(f"--steps must be an integer >= 1, got {steps!r}")
@@ -200,7 +200,7 @@ def _text(result: dict) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``dpclip-lab`` console script; returns the exit status."""
+    """Lab utility: Entry point of the ``dpclip-lab`` console script; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     sub = parser._subparsers._group_actions[0].choices[args.command]  # for errors with its prog name

@@ -50,7 +50,7 @@ def _scaled(g: torch.Tensor):
 
 
 def safe_norm(g: torch.Tensor) -> torch.Tensor:
-    """ℓ2 norm along the last dimension without overflow or underflow.
+    """Lab utility: ℓ2 norm along the last dimension without overflow or underflow.
 
     Scales by the largest absolute entry first, so the result is finite and correct
     (to a few ulp) whenever the true norm is at most the dtype's largest finite value
@@ -84,6 +84,8 @@ def _broadcast_clip_norm(c: torch.Tensor, lead_shape: torch.Size) -> torch.Tenso
 
 def clip_factor(norms: torch.Tensor, clip_norm) -> torch.Tensor:
     """The scale ``min(1, C / norm)`` for given norms; exactly 1 for zero norms.
+
+    Source: Chen, Wu & Hong (2020), eq. (3) (the factor min(1, c/‖g‖)); Abadi et al. (2016), Alg. 1.
 
     ``norms`` must be finite and non-negative: an ``inf`` norm (one that overflowed)
     would give the factor 0 and silently drop its example, so it raises — compute
@@ -148,6 +150,8 @@ def clip(g: torch.Tensor, clip_norm) -> torch.Tensor:
 def clip_per_block(g: torch.Tensor, clip_norm, blocks: int | Sequence[int]) -> torch.Tensor:
     """"Per-class" clipping (Song, Thakkar, Thakurta 2021, App. B.4.1, Thm B.5).
 
+    Source: Song, Thakkar & Thakurta (2021), App. B.4.1 and Thm B.5.
+
     Splits the last dimension of ``g`` into blocks and clips each block to
     ``clip_norm`` separately. For softmax regression with parameters
     ``θ = (θ^(1), ..., θ^(K))`` stored class-major, ``blocks=K`` clips
@@ -180,6 +184,8 @@ def clip_per_block(g: torch.Tensor, clip_norm, blocks: int | Sequence[int]) -> t
 
 def clipped_fraction(g: torch.Tensor, clip_norm) -> torch.Tensor:
     """Fraction of vectors (along the second-to-last dim) whose norm exceeds ``clip_norm``.
+
+    Source: Song, Thakkar & Thakurta (2021), App. D.1 (choosing the clipping norm).
 
     The standard diagnostic for choosing a clipping norm (Song et al. App. D.1):
     returns a tensor of shape ``broadcast(g.shape[:-2], clip_norm)``.

@@ -68,6 +68,8 @@ def _check_inputs(z, y, c):
 def huberization_points(loss: Loss, y: torch.Tensor, c: torch.Tensor):
     """The points ``(y1, y2)`` of Lemma 3.1 where ``f'(·; y)`` crosses ``−c`` and ``+c``.
 
+    Source: Song, Thakkar & Thakurta (2021), Lemma 3.1.
+
     ``y1 = −inf`` when ``f' > −c`` everywhere and ``y2 = +inf`` when ``f' < c``
     everywhere (nothing is clipped on that side).
     """
@@ -80,7 +82,10 @@ def huberization_points(loss: Loss, y: torch.Tensor, c: torch.Tensor):
 
 
 def huberized_value(loss: Loss, z: torch.Tensor, y: torch.Tensor, c) -> torch.Tensor:
-    """The clipped (Huberized) loss ``g(z)`` of Lemma 3.1 with derivative bound ``c``."""
+    """The clipped (Huberized) loss ``g(z)`` of Lemma 3.1 with derivative bound ``c``.
+
+    Source: Song, Thakkar & Thakurta (2021), Lemma 3.1.
+    """
     _require_convex(loss)
     y, c = _check_inputs(z, y, c)
     y1, y2 = huberization_points(loss, y, c)
@@ -90,7 +95,10 @@ def huberized_value(loss: Loss, z: torch.Tensor, y: torch.Tensor, c) -> torch.Te
 
 
 def huberized_derivative(loss: Loss, z: torch.Tensor, y: torch.Tensor, c) -> torch.Tensor:
-    """``g'(z) = clamp(f'(z), −c, c)``: the clipped derivative (Lemma 3.1)."""
+    """``g'(z) = clamp(f'(z), −c, c)``: the clipped derivative (Lemma 3.1).
+
+    Source: Song, Thakkar & Thakurta (2021), Lemma 3.1.
+    """
     _require_convex(loss)
     y, c = _check_inputs(z, y, c)
     return torch.maximum(torch.minimum(loss.derivative(z, y), c), -c)

@@ -42,7 +42,7 @@ def _labels_pm1(y: torch.Tensor, name: str) -> None:
 
 
 class Loss:
-    """Base class: a scalar loss ``f(z; y)`` of the margin ``z = ⟨θ, x⟩``."""
+    """Lab utility: Base class: a scalar loss ``f(z; y)`` of the margin ``z = ⟨θ, x⟩``."""
 
     name: str = "loss"
     lipschitz: float = _INF
@@ -77,6 +77,8 @@ class Loss:
 class Logistic(Loss):
     """Logistic loss ``f(z; y) = log(1 + exp(−y z))`` with ``y ∈ {−1, +1}``.
 
+    Source: Song, Thakkar & Thakurta (2021), Thm 3.2 (the logistic lower bound).
+
     ``f'(z; y) = −y σ(−y z)``, so ``|f'| < 1`` (1-Lipschitz) and ``f`` is
     1/4-smooth. Song et al. Thm 3.2 uses it for the Ω(1) clipping lower bound.
     """
@@ -107,6 +109,8 @@ class Logistic(Loss):
 @dataclass(frozen=True, repr=True)
 class Squared(Loss):
     """Squared loss ``f(z; y) = scale · (z − y)²``.
+
+    Source: Chen, Wu & Hong (2020), Examples 1–2.
 
     ``scale=0.5`` (default) is the usual ``½(z − y)²`` of Chen et al. Examples 1–2;
     ``scale=1`` is the ``(θ − x)²`` of Song et al. Thm B.4. Not Lipschitz on ℝ.
@@ -165,6 +169,8 @@ class _QPowerLoss(Loss):
 class QNormRegression(_QPowerLoss):
     """q-norm regression loss ``f(z; y) = |y − z|^q``, ``q ∈ [1, 2]`` (Wang et al. §1).
 
+    Source: Wang, Lei, Ying & Zhang (2022), §1.
+
     (q−1)-Hölder smooth: ``|f'(a) − f'(b)| ≤ q·2^{2−q} |a − b|^{q−1}``
     (because ``t ↦ sign(t)|t|^β`` is β-Hölder with constant ``2^{1−β}``).
     ``q = 1`` is the absolute loss (1-Lipschitz; subgradient 0 taken at the kink).
@@ -193,6 +199,8 @@ class QNormRegression(_QPowerLoss):
 @dataclass(frozen=True, repr=True)
 class QHinge(_QPowerLoss):
     """q-norm hinge loss ``f(z; y) = (1 − y z)_+^q``, ``q ∈ [1, 2]``, ``y ∈ {−1, +1}``.
+
+    Source: Wang, Lei, Ying & Zhang (2022), §1.
 
     The loss of the q-norm soft-margin SVM (Wang et al. §1). (q−1)-Hölder smooth
     with constant q (``t ↦ t_+^β`` is β-Hölder with constant 1). ``q = 1`` is the
@@ -232,6 +240,8 @@ class QHinge(_QPowerLoss):
 @dataclass(frozen=True, repr=True)
 class Huber(Loss):
     """Huber loss of the residual: ``½(z−y)²`` if ``|z−y| ≤ δ`` else ``δ(|z−y| − δ/2)`` (Huber 1964).
+
+    Source: the Huber (1964) loss, which clipping makes of a GLP loss: Song, Thakkar & Thakurta (2021), Lemma 3.1.
 
     ``f'(z) = clip(z − y, −δ, δ)``: δ-Lipschitz and 1-smooth. DiceSGD App. B.1
     builds its constant-bias example from it.
@@ -300,6 +310,8 @@ class Savage(Loss):
 
 class Tangent(Loss):
     """Tangent loss ``φ(v) = (2 arctan(v) − 1)²`` of the margin ``v = y z`` (Masnadi-Shirazi et al. 2010).
+
+    Source: Masnadi-Shirazi et al. (2010) (the tangent loss); a non-convex GLP loss, as in Song, Thakkar & Thakurta (2021), Thm 4.2.
 
     Smooth, **non-convex**, bounded derivative: ``φ'(v) = 4(2 arctan v − 1)/(1 + v²)``.
     """

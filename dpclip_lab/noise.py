@@ -62,7 +62,10 @@ def _result(value: float, expr: str, scale: float) -> float:
 
 
 def averaged_noise_std(noise_multiplier, clip_norm, batch_size) -> float:
-    """Std of the noise on the averaged gradient: ``z · C / b``."""
+    """Std of the noise on the averaged gradient: ``z · C / b``.
+
+    Source: Abadi et al. (2016), Alg. 1 (noise σC on the sum, divided by the batch size).
+    """
     z = check_nonnegative(noise_multiplier, "noise_multiplier")
     return _result(z * check_positive(clip_norm, "clip_norm") / check_positive(batch_size, "batch_size"),
                    "noise_multiplier * clip_norm / batch_size", z)
@@ -70,6 +73,8 @@ def averaged_noise_std(noise_multiplier, clip_norm, batch_size) -> float:
 
 def average_sigma_to_noise_multiplier(sigma, clip_norm, batch_size) -> float:
     """``z = σ b / C`` for noise of std σ on the *average* of b gradients clipped to C.
+
+    Source: Chen, Wu & Hong (2020), eq. (8); Zhang et al. (2024), Alg. 1 (noise on the average).
 
     Inverse of :func:`averaged_noise_std`. This is the convention of Chen et al.
     eq. (8) and of DiceSGD's σ1 (and of Abadi's Thm 1 as restated by Chen Thm 4 and
@@ -84,6 +89,8 @@ def average_sigma_to_noise_multiplier(sigma, clip_norm, batch_size) -> float:
 def song_sigma_to_noise_multiplier(sigma, clip_norm, n) -> float:
     """Song et al. Alg. 1 line 4: ``N(0, σ²)`` on ``g_t = (1/n) Σ clip(∇ℓ_i, L)`` → ``z = σ n / L``.
 
+    Source: Song, Thakkar & Thakurta (2021), Alg. 1 line 4.
+
     Song's σ is the noise on the *average* over n examples (sensitivity ``L/n``,
     n public). Call as ``(sigma, clip_norm, n)`` or with keywords ``n=``,
     ``clip_norm=``. Also exported as ``accountants.paper_bounds.song_sigma_to_noise_multiplier``.
@@ -94,7 +101,10 @@ def song_sigma_to_noise_multiplier(sigma, clip_norm, n) -> float:
 
 
 def noise_multiplier_to_song_sigma(noise_multiplier, *, n, clip_norm) -> float:
-    """Inverse of :func:`song_sigma_to_noise_multiplier`: ``σ = z L / n``."""
+    """Inverse of :func:`song_sigma_to_noise_multiplier`: ``σ = z L / n``.
+
+    Source: Song, Thakkar & Thakurta (2021), Alg. 1 line 4.
+    """
     z = check_nonnegative(noise_multiplier, "noise_multiplier")
     return _result(z * check_positive(clip_norm, "clip_norm") / check_int(n, "n", minimum=1),
                    "noise_multiplier * clip_norm / n", z)
@@ -102,6 +112,8 @@ def noise_multiplier_to_song_sigma(noise_multiplier, *, n, clip_norm) -> float:
 
 def song_sigma_for_privacy(epsilon, delta, *, n, steps, clip_norm) -> float:
     """Song et al. Thm 2.2's σ: alias of :func:`dpclip_lab.accountants.paper_bounds.song_thm22_sigma`.
+
+    Source: Song, Thakkar & Thakurta (2021), Thm 2.2.
 
     ``σ² = 2 L² T log(1/δ) / (n ε)²`` makes Alg. 1 (ε, δ)-DP (for moderate ε; see there).
     """
@@ -111,6 +123,8 @@ def song_sigma_for_privacy(epsilon, delta, *, n, steps, clip_norm) -> float:
 
 def song_ldp_sigma_to_noise_multiplier(sigma, *, clip_norm) -> float:
     """Song et al. App. D: each example adds ``N(0, σ²)`` to its clipped gradient → ``z = σ / L`` per example.
+
+    Source: Song, Thakkar & Thakurta (2021), App. D (Thm D.2).
 
     This is the lab's (add/remove, per-example) multiplier, the one ``dp_gd_ldp``
     takes. Relative to local DP's replace-any-record sensitivity ``2L`` it is
@@ -122,25 +136,36 @@ def song_ldp_sigma_to_noise_multiplier(sigma, *, clip_norm) -> float:
 
 
 def noise_multiplier_to_song_ldp_sigma(noise_multiplier, *, clip_norm) -> float:
-    """Inverse of :func:`song_ldp_sigma_to_noise_multiplier`: ``σ = z L``."""
+    """Inverse of :func:`song_ldp_sigma_to_noise_multiplier`: ``σ = z L``.
+
+    Source: Song, Thakkar & Thakurta (2021), App. D (Thm D.2).
+    """
     z = check_nonnegative(noise_multiplier, "noise_multiplier")
     return _result(z * check_positive(clip_norm, "clip_norm"), "noise_multiplier * clip_norm", z)
 
 
 # -- Chen, Wu, Hong (2020) ------------------------------------------------------------------
 def chen_sigma_to_noise_multiplier(sigma, *, batch_size, clip_norm) -> float:
-    """Chen et al. eq. (8): ``Z_t ~ N(0, σ² I)`` added to the *averaged* clipped gradient → ``z = σ b / c``."""
+    """Chen et al. eq. (8): ``Z_t ~ N(0, σ² I)`` added to the *averaged* clipped gradient → ``z = σ b / c``.
+
+    Source: Chen, Wu & Hong (2020), eq. (8).
+    """
     return average_sigma_to_noise_multiplier(sigma, clip_norm, batch_size)
 
 
 def noise_multiplier_to_chen_sigma(noise_multiplier, *, batch_size, clip_norm) -> float:
-    """Inverse of :func:`chen_sigma_to_noise_multiplier`: ``σ = z c / b``."""
+    """Inverse of :func:`chen_sigma_to_noise_multiplier`: ``σ = z c / b``.
+
+    Source: Chen, Wu & Hong (2020), eq. (8).
+    """
     return averaged_noise_std(noise_multiplier, clip_norm, batch_size)
 
 
 # -- Zhang et al. (DiceSGD, 2024) -----------------------------------------------------------
 def dice_sigma_to_noise_multiplier(sigma1, *, batch_size, clip_norm) -> float:
     """DiceSGD Alg. 1–2 line 6: ``w ~ N(0, σ1² I)`` added to ``v = (1/B) Σ clip(g_i, C1) + clip(e, C2)``.
+
+    Source: Zhang et al. (2024), Alg. 1–2 line 6.
 
     So ``σ1`` is the std on the *averaged* direction and ``z = σ1 B / C1`` (the
     multiplier relative to the per-example clip norm C1, as for DPSGD-GC). This is
@@ -151,13 +176,18 @@ def dice_sigma_to_noise_multiplier(sigma1, *, batch_size, clip_norm) -> float:
 
 
 def noise_multiplier_to_dice_sigma(noise_multiplier, *, batch_size, clip_norm) -> float:
-    """Inverse of :func:`dice_sigma_to_noise_multiplier`: ``σ1 = z C1 / B``."""
+    """Inverse of :func:`dice_sigma_to_noise_multiplier`: ``σ1 = z C1 / B``.
+
+    Source: Zhang et al. (2024), Alg. 1–2 line 6.
+    """
     return averaged_noise_std(noise_multiplier, clip_norm, batch_size)
 
 
 # -- Wang, Lei, Ying, Zhang -----------------------------------------------------------------
 def wang_sigma_to_noise_multiplier(sigma, *, gradient_bound) -> float:
     """Wang et al. Alg. 2 line 6: ``b_t ~ N(0, σ² I)`` on one example's gradient, ``‖∂ℓ‖ ≤ G``.
+
+    Source: Wang, Lei, Ying & Zhang (2022), Alg. 2 line 6.
 
     Returns the lab's (add/remove) multiplier ``z = σ / G`` for DP-SGD with batch
     size 1 and clip norm ``G``. The replace-one multiplier ``σ / (2G)`` of their
@@ -170,11 +200,17 @@ def wang_sigma_to_noise_multiplier(sigma, *, gradient_bound) -> float:
 
 
 def noise_multiplier_to_wang_sigma(noise_multiplier, *, gradient_bound) -> float:
-    """Inverse of :func:`wang_sigma_to_noise_multiplier`: ``σ = z G``."""
+    """Inverse of :func:`wang_sigma_to_noise_multiplier`: ``σ = z G``.
+
+    Source: Wang, Lei, Ying & Zhang (2022), Alg. 2 line 6.
+    """
     z = check_nonnegative(noise_multiplier, "noise_multiplier")
     return _result(z * check_positive(gradient_bound, "gradient_bound"), "noise_multiplier * gradient_bound", z)
 
 
 def wang_replace_one_noise_multiplier(noise_multiplier) -> float:
-    """``z / 2``: the multiplier relative to the replace-one sensitivity ``2G`` (Wang et al. Thm 11 proof)."""
+    """``z / 2``: the multiplier relative to the replace-one sensitivity ``2G`` (Wang et al. Thm 11 proof).
+
+    Source: Wang, Lei, Ying & Zhang (2022), Thm 11 (its proof).
+    """
     return check_nonnegative(noise_multiplier, "noise_multiplier") / 2.0

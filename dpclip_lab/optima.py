@@ -39,6 +39,8 @@ def _cvx_loss(loss, z, y):
 def minimize(problem: GLProblem, *, clip_norm=None, radius=None, solver=None) -> torch.Tensor:
     """The exact minimizer of a convex GLP, optionally clipped and constrained.
 
+    Source: Song, Thakkar & Thakurta (2021), Lemma 3.1 (the clipped problem is the Huberized one).
+
     Parameters
     ----------
     problem : GLProblem
@@ -70,7 +72,7 @@ def minimize(problem: GLProblem, *, clip_norm=None, radius=None, solver=None) ->
 
 
 def is_separable(problem: GLProblem) -> bool:
-    """Whether some θ classifies every example with margin: ``y_i ⟨θ, x_i⟩ ≥ 1`` for all i (an LP).
+    """Lab utility: Whether some θ classifies every example with margin: ``y_i ⟨θ, x_i⟩ ≥ 1`` for all i (an LP).
 
     On separable data the logistic loss has no minimizer (its infimum 0 is
     approached as ``||θ|| → ∞``), and neither has its Huberized version.

@@ -60,6 +60,10 @@ __all__ = [
     "error_markers",
     "lines",
     "nice_number",
+    "arrows",
+    "ARROW_WIDTHS",
+    "missing_axis_titles",
+    "fmt",
 ]
 
 TEMPLATE_NAME = "dpclip"
@@ -82,7 +86,10 @@ PALETTE = (
     "#000000",  # black
 )
 
-#: What a colour means, in every chapter.
+#: What a colour means, in every chapter: one role per colour, one colour per role
+#: (``tests/test_plotting.py`` checks that no two roles share a colour). Colour by role
+#: (``COLORS["optimum"]``), not by palette index: an index says nothing about meaning, and
+#: the same green once meant both "optimum" and "error feedback".
 COLORS = {
     "unclipped": PALETTE[0],      # raw per-example gradients, non-private runs
     "clipped": PALETTE[1],        # clipped per-example gradients, clipped runs
@@ -90,7 +97,7 @@ COLORS = {
     "clipped_mean": PALETTE[5],   # mean of the clipped gradients
     "noisy": PALETTE[3],          # what a private algorithm releases (clip + noise)
     "feedback": PALETTE[2],       # error feedback / bias-corrected methods (DiceSGD)
-    "optimum": PALETTE[2],        # theta*, the non-private optimum
+    "optimum": PALETTE[4],        # theta*, the non-private optimum (sky blue; never the feedback green)
     "threshold": "#7F7F7F",       # the clipping norm C drawn as a line or circle
     "neutral": "#BBBBBB",
 }
@@ -123,7 +130,7 @@ _counter = itertools.count()
 
 
 class BookRenderer(MimetypeRenderer):
-    """Plotly renderer that works both in Jupyter and in the static HTML book.
+    """Lab utility: Plotly renderer that works both in Jupyter and in the static HTML book.
 
     Returns a mime bundle with
 
@@ -211,7 +218,7 @@ pio.renderers.default = RENDERER_NAME
 
 
 def show(fig: go.Figure) -> None:
-    """Display ``fig`` with the book's renderer (JSON for Jupyter + HTML for the book)."""
+    """Lab utility: Display ``fig`` with the book's renderer (JSON for Jupyter + HTML for the book)."""
     if not isinstance(fig, go.Figure):
         raise TypeError(f"fig must be a plotly.graph_objects.Figure, got {type(fig).__name__}")
     pio.show(fig, renderer=RENDERER_NAME)
@@ -306,7 +313,7 @@ def slider_figure(
     base: go.Figure | None = None,
     static: Sequence[Any] = (),
 ) -> go.Figure:
-    """A figure with a slider over precomputed frames (moves with no kernel).
+    """Lab utility: A figure with a slider over precomputed frames (moves with no kernel).
 
     Parameters
     ----------
@@ -425,7 +432,7 @@ def _control_name(key: str, control) -> str:
 
 
 def live_placeholder(controls: Sequence[str] = ()):
-    """The box the static book shows instead of a live control (an ``IPython.display.HTML``).
+    """Lab utility: The box the static book shows instead of a live control (an ``IPython.display.HTML``).
 
     It says what the live control varies and how to get it: run the chapter in Jupyter,
     or on Binder (the page's rocket button; a direct link when the build knows the
@@ -459,7 +466,7 @@ def live_placeholder(controls: Sequence[str] = ()):
 
 
 def live(fn: Callable[..., go.Figure], *, note: bool = True, **controls):
-    """An ipywidgets control that recomputes ``fn(**values)`` and shows the figure.
+    """Lab utility: An ipywidgets control that recomputes ``fn(**values)`` and shows the figure.
 
     Parameters
     ----------
@@ -524,7 +531,7 @@ def live(fn: Callable[..., go.Figure], *, note: bool = True, **controls):
 
 def figure_from(traces: Sequence[Any], *, base: go.Figure | None = None,
                 layout: Mapping[str, Any] | go.Layout | None = None) -> go.Figure:
-    """A plain figure from a list of traces (the one-frame twin of :func:`slider_figure`)."""
+    """Lab utility: A plain figure from a list of traces (the one-frame twin of :func:`slider_figure`)."""
     fig = go.Figure(base) if base is not None else go.Figure()
     fig.data = []
     fig.add_traces(list(traces))
@@ -534,7 +541,7 @@ def figure_from(traces: Sequence[Any], *, base: go.Figure | None = None,
 
 
 def plane_basis(G, direction):
-    """An orthonormal basis ``[2, p]`` of the plane used to draw per-example gradients.
+    """Lab utility: An orthonormal basis ``[2, p]`` of the plane used to draw per-example gradients.
 
     The first axis is ``direction`` (usually the true gradient); the second is the
     top principal direction (uncentered) of the gradients' components orthogonal
@@ -571,18 +578,44 @@ def _np32(t):
     return t.detach().cpu().double().numpy().astype("float32")
 
 
-def _arrow(vec2, *, name, color, scale, xaxis, yaxis, dash=None, legendgroup=None):
+#: Line widths of arrows drawn on top of one another, bottom first: each is narrower than the
+#: one under it, so an arrow that coincides with another (the clipped mean when nothing is
+#: clipped) shows as a core inside a wider band instead of hiding it. :func:`gradient_cloud`
+#: draws the true gradient at ``ARROW_WIDTHS[0]``; :func:`clipped_cloud` the clipped mean at
+#: ``ARROW_WIDTHS[1]`` (it is drawn later, on top).
+ARROW_WIDTHS = (7.0, 3.0, 1.5)
+
+
+def _arrow(vec2, *, name, color, scale, xaxis, yaxis, dash=None, legendgroup=None, layer=1):
     x, y = float(vec2[0]) * scale, float(vec2[1]) * scale
+    width = ARROW_WIDTHS[min(layer, len(ARROW_WIDTHS) - 1)]
     return go.Scatter(
         x=[0.0, x], y=[0.0, y], mode="lines+markers", name=name,
-        line=dict(color=color, width=3, dash=dash),
-        marker=dict(size=[0, 11], symbol="diamond", color=color),
+        line=dict(color=color, width=width, dash=dash),
+        marker=dict(size=[0, 6 + 2.2 * width], symbol="diamond", color=color),
+        opacity=0.55 if layer == 0 else 1.0,
         xaxis=xaxis, yaxis=yaxis, legendgroup=legendgroup, hoverinfo="name",
     )
 
 
+def arrows(vectors: Mapping[str, tuple[Any, str]], *, scale: float = 1.0, xaxis: str = "x",
+           yaxis: str = "y"):
+    """Lab utility: arrows from the origin, bottom first, none hidden under another.
+
+    ``vectors`` maps a legend name to ``(vec2, colour)``; the first is drawn widest and
+    half-transparent, each next one narrower (:data:`ARROW_WIDTHS`), so arrows that coincide
+    stay visible as nested bands. ``scale`` multiplies every vector (say so in the text).
+    """
+    if not isinstance(vectors, Mapping) or not vectors:
+        raise ValueError("vectors must be a non-empty mapping name -> (vec2, colour)")
+    if len(vectors) > len(ARROW_WIDTHS):
+        raise ValueError(f"at most {len(ARROW_WIDTHS)} arrows can be nested visibly, got {len(vectors)}")
+    return [_arrow(v, name=name, color=color, scale=scale, xaxis=xaxis, yaxis=yaxis, layer=i)
+            for i, (name, (v, color)) in enumerate(vectors.items())]
+
+
 def cloud_extent(G, basis, *, quantile: float = 0.9, pad: float = 1.3) -> float:
-    """Half-width of a square view of the projected gradients that shows their bulk.
+    """Lab utility: Half-width of a square view of the projected gradients that shows their bulk.
 
     Per-example gradient norms are heavy-tailed (at a trained model the longest can be 50
     times the median): a view that fits every point shrinks the bulk, and the turn of the
@@ -602,10 +635,11 @@ def cloud_extent(G, basis, *, quantile: float = 0.9, pad: float = 1.3) -> float:
 
 
 def gradient_cloud(G, basis, *, arrow_scale: float = 1.0, xaxis: str = "x", yaxis: str = "y"):
-    """Traces for the per-example gradients and their mean, projected on ``basis``.
+    """Lab utility: Traces for the per-example gradients and their mean, projected on ``basis``.
 
     Returns ``[points, mean arrow]``: the unclipped gradients (``COLORS["unclipped"]``)
-    and the true gradient, drawn ``arrow_scale`` times longer (say so in the text).
+    and the true gradient, drawn ``arrow_scale`` times longer (say so in the text), as the
+    wide bottom arrow of :data:`ARROW_WIDTHS` so that the clipped mean drawn over it never hides it.
     """
     P = G @ basis.T
     label = "true gradient" + (f" (×{arrow_scale:.3g})" if arrow_scale != 1 else "")
@@ -614,13 +648,13 @@ def gradient_cloud(G, basis, *, arrow_scale: float = 1.0, xaxis: str = "x", yaxi
                    marker=dict(color=COLORS["unclipped"], size=5, opacity=0.35),
                    xaxis=xaxis, yaxis=yaxis, hoverinfo="skip"),
         _arrow(G.mean(0) @ basis.T, name=label, color=COLORS["true"], scale=arrow_scale,
-               xaxis=xaxis, yaxis=yaxis),
+               xaxis=xaxis, yaxis=yaxis, layer=0),
     ]
 
 
 def clipped_cloud(G, clip_norm: float, basis, *, arrow_scale: float = 1.0,
                   xaxis: str = "x", yaxis: str = "y"):
-    """Traces for the clipped gradients, the clipping circle and the clipped mean.
+    """Lab utility: Traces for the clipped gradients, the clipping circle and the clipped mean.
 
     Returns ``[clipped points, circle of radius C, clipped-mean arrow]``. Clipping
     happens in all ``p`` dimensions; the picture shows its projection, so the
@@ -645,12 +679,12 @@ def clipped_cloud(G, clip_norm: float, basis, *, arrow_scale: float = 1.0,
                    mode="lines", name="‖g‖ = C", line=dict(color=COLORS["threshold"], dash="dot"),
                    xaxis=xaxis, yaxis=yaxis, hoverinfo="skip"),
         _arrow(Gc.mean(0) @ basis.T, name=label, color=COLORS["clipped_mean"], scale=arrow_scale,
-               xaxis=xaxis, yaxis=yaxis),
+               xaxis=xaxis, yaxis=yaxis, layer=1),
     ]
 
 
 def norm_histogram(norms, clip_norm: float, edges, *, xaxis: str = "x", yaxis: str = "y"):
-    """Two stacked bar traces: counts of ``log10 ||g_i||`` at most / above ``log10 C``.
+    """Lab utility: Two stacked bar traces: counts of ``log10 ||g_i||`` at most / above ``log10 C``.
 
     ``edges`` are bin edges in ``log10`` units (fixed across slider frames).
     """
@@ -669,7 +703,7 @@ def norm_histogram(norms, clip_norm: float, edges, *, xaxis: str = "x", yaxis: s
 
 
 def nice_number(x: float) -> float:
-    """The largest of 1, 2, 5 × 10^k that is at most ``x`` (for magnification factors)."""
+    """Lab utility: The largest of 1, 2, 5 × 10^k that is at most ``x`` (for magnification factors)."""
     if not x > 0 or not math.isfinite(x):
         raise ValueError(f"x must be a positive finite number, got {x!r}")
     k = math.floor(math.log10(x))
@@ -681,7 +715,7 @@ def nice_number(x: float) -> float:
 
 def lines(x, ys: Mapping[str, Any], *, colors: Sequence[str] | None = None,
           xaxis: str = "x", yaxis: str = "y", dash: str | None = None):
-    """One line trace per entry of ``ys`` (``name -> y``) against the common ``x``."""
+    """Lab utility: One line trace per entry of ``ys`` (``name -> y``) against the common ``x``."""
     colors = list(colors) if colors is not None else list(PALETTE)
     return [go.Scatter(x=_np32(torch_like(x)), y=_np32(torch_like(y)), mode="lines", name=name,
                        line=dict(color=colors[i % len(colors)], width=2.5, dash=dash),
@@ -708,7 +742,7 @@ def torch_like(v):
 
 def error_curves(clip_norms, rel_bias, cosine, *, cos_limit: float | None = None,
                  xaxis: str = "x", yaxis: str = "y"):
-    """Static traces: relative bias and cosine of the clipped mean against ``C``.
+    """Lab utility: Static traces: relative bias and cosine of the clipped mean against ``C``.
 
     ``rel_bias = ||mean clip_C(g_i) − g|| / ||g||`` and ``cosine`` its cosine with ``g``,
     on a grid ``clip_norms``; ``cos_limit`` (the cosine of the mean of normalized
@@ -728,7 +762,7 @@ def error_curves(clip_norms, rel_bias, cosine, *, cos_limit: float | None = None
 
 
 def error_markers(clip_norm: float, clipped_mean, true_grad, *, xaxis: str = "x", yaxis: str = "y"):
-    """Moving traces for :func:`error_curves`: a vertical line at ``C`` and the two values."""
+    """Lab utility: Moving traces for :func:`error_curves`: a vertical line at ``C`` and the two values."""
     import torch
 
     rel = float((clipped_mean - true_grad).norm() / true_grad.norm())
@@ -742,3 +776,63 @@ def error_markers(clip_norm: float, clipped_mean, true_grad, *, xaxis: str = "x"
         go.Scatter(x=[clip_norm], y=[cos], mode="markers", name="cosine",
                    marker=dict(color=COLORS["unclipped"], size=11), **common),
     ]
+
+
+# --------------------------------------------------------------------------- checks
+
+#: Trace types drawn on cartesian (x/y) axes.
+CARTESIAN_TRACES = frozenset({"scatter", "scattergl", "bar", "histogram", "heatmap", "heatmapgl", "contour",
+                              "box", "violin", "histogram2d", "histogram2dcontour", "image", "waterfall",
+                              "funnel", "candlestick", "ohlc"})
+
+
+def missing_axis_titles(fig) -> list[str]:
+    """Lab utility: the cartesian axes of ``fig`` that carry data but no title.
+
+    ``fig`` is a ``go.Figure`` or its dict (as in a page's ``Plotly.newPlot`` call). An axis
+    counts when a cartesian trace is drawn on it; it is excused when it is hidden
+    (``visible=False``) or shows no tick labels (``showticklabels=False``, e.g. the upper
+    panel of ``make_subplots(shared_xaxes=True)``, whose shared axis is titled below).
+    Returns the axis names (``"xaxis2"``, ...) that need a title.
+    """
+    d = fig.to_plotly_json() if hasattr(fig, "to_plotly_json") else dict(fig)
+    layout = d.get("layout") or {}
+    used: set[str] = set()
+    for tr in d.get("data") or []:
+        tr = tr.to_plotly_json() if hasattr(tr, "to_plotly_json") else tr
+        if tr.get("type", "scatter") not in CARTESIAN_TRACES:
+            continue
+        used.add("xaxis" + (tr.get("xaxis") or "x")[1:])
+        used.add("yaxis" + (tr.get("yaxis") or "y")[1:])
+    missing = []
+    for axis in sorted(used):
+        ax = layout.get(axis) or {}
+        if ax.get("visible") is False or ax.get("showticklabels") is False:
+            continue
+        title = ax.get("title")
+        text = title.get("text") if isinstance(title, dict) else title
+        if not (isinstance(text, str) and text.strip()):
+            missing.append(axis)
+    return missing
+
+
+def fmt(value: float, spec: str = ".3g") -> str:
+    """Lab utility: a number for prose and tables, as ``format(value, spec)`` but never ``-0``.
+
+    A small negative value rounded to zero prints ``"-0.0000"`` with ``format``; here it prints
+    ``"0.0000"`` (the sign of a value that rounds to zero says nothing). Integers of five or
+    more digits get thousands separators with the default ``spec`` (``928,441``, not ``928441``).
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
+        raise TypeError(f"value must be a number, got {type(value).__name__}")
+    v = float(value)
+    if spec == ".3g" and math.isfinite(v) and v == int(v) and abs(v) >= 1e4 and abs(v) < 1e15:
+        out = f"{int(v):,}"
+    else:
+        out = format(v, spec)
+    if out.startswith("-") and math.isfinite(v):
+        digits = out.lstrip("-").replace(",", "")
+        mantissa = digits.split("e")[0].split("E")[0].rstrip("%")
+        if mantissa and set(mantissa) <= set("0."):
+            out = out[1:]
+    return out

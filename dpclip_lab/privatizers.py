@@ -35,7 +35,10 @@ __all__ = ["clip_scale", "normalize_scale", "GaussianPrivatizer", "ErrorFeedback
 
 # -- per-example rescaling ------------------------------------------------------------------
 def clip_scale(norms: torch.Tensor, clip_norm: torch.Tensor) -> torch.Tensor:
-    """``min(1, C/‖g‖)`` per example; ``clip_norm`` is ``[R]`` (one per run) and ``norms`` ``[R, m]``."""
+    """``min(1, C/‖g‖)`` per example; ``clip_norm`` is ``[R]`` (one per run) and ``norms`` ``[R, m]``.
+
+    Source: Chen, Wu & Hong (2020), eq. (3); Abadi et al. (2016), Alg. 1.
+    """
     return (clip_norm.unsqueeze(-1) / norms).clamp_(max=1.0)  # norm 0 -> inf -> 1
 
 
@@ -212,6 +215,8 @@ def adjusted_noise_multiplier(noise_multiplier: float, count_noise_std: float) -
 
 class QuantilePrivatizer(GaussianPrivatizer):
     """DP-SGD whose clip norm tracks a private quantile of the gradient norms (Andrew et al. 2021).
+
+    Source: Andrew et al. (2021), Alg. 1 and Thm 1.
 
     Each step, with ``b_i = 1[‖g_i‖ ≤ C]``::
 

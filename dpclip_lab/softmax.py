@@ -249,6 +249,8 @@ class SoftmaxRegression:
 def class_direction(k: int, x: torch.Tensor, num_classes: int) -> torch.Tensor:
     """The unit vector of ``ℝ^{K×p}`` that moves only ``θ^(k)``, along ``x/||x||``.
 
+    Source: Song, Thakkar & Thakurta (2021), Thm 3.3 (§3.2: the clipped softmax field is not the gradient of any function).
+
     Moving ``θ`` by ``t`` along it changes the logit ``⟨θ^(k), x⟩`` by ``t·||x||``
     and no other logit of ``x``. Two of these span the 2-D slices of the chapter.
     """
@@ -269,6 +271,8 @@ def class_direction(k: int, x: torch.Tensor, num_classes: int) -> torch.Tensor:
 def plane_grid(center: torch.Tensor, u: torch.Tensor, v: torch.Tensor,
                s: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     """Points ``center + s_j u + t_i v`` of a 2-D slice: shape ``[len(t), len(s), d]``.
+
+    Source: Song, Thakkar & Thakurta (2021), Thm 3.3 (§3.2: the clipped softmax field is not the gradient of any function).
 
     Row ``i`` holds ``t_i`` (the heatmap's y axis), column ``j`` holds ``s_j`` (x axis).
     """
@@ -311,6 +315,8 @@ def _as_dir(u, name: str, like: torch.Tensor) -> torch.Tensor:
 def jacobian(field: Field, theta: torch.Tensor) -> torch.Tensor:
     """``J[..., i, j] = ∂G_i/∂θ_j`` at every point of ``theta`` (shape ``[..., d]``), by autograd.
 
+    Source: Song, Thakkar & Thakurta (2021), Thm 3.3 (§3.2: the clipped softmax field is not the gradient of any function).
+
     ``field`` must act pointwise on the leading dimensions (``G(θ)[b]`` depends on
     ``θ[b]`` only — true for every field of the lab). The batch is then one
     call of ``torch.func.jacrev`` on ``θ ↦ Σ_b G(θ_b)``: ``d`` backward passes
@@ -341,6 +347,8 @@ def jacobian(field: Field, theta: torch.Tensor) -> torch.Tensor:
 
 def asymmetry(J: torch.Tensor, *, atol: float | None = None) -> torch.Tensor:
     """``||J − Jᵀ||_F / ||J||_F`` over the last two dimensions.
+
+    Source: Song, Thakkar & Thakurta (2021), Thm 3.3 (§3.2: the clipped softmax field is not the gradient of any function).
 
     Zero exactly when ``J`` is symmetric: a necessary condition (Schwarz) for the
     field to be a gradient field on an open set. Song et al. (2021), App. B.4,
@@ -373,6 +381,8 @@ def asymmetry(J: torch.Tensor, *, atol: float | None = None) -> torch.Tensor:
 def planar_curl(field: Field, theta: torch.Tensor, u, v) -> torch.Tensor:
     """The curl of ``field`` in the plane spanned by ``u, v``: ``vᵀ(J − Jᵀ)u`` at each point.
 
+    Source: Song, Thakkar & Thakurta (2021), Thm 3.3 (§3.2: the clipped softmax field is not the gradient of any function).
+
     For orthonormal ``u, v`` this is the circulation per unit area of small
     loops in that plane (Green's theorem): :func:`circulation` of a circle of
     radius ``r`` is ``≈ π r² · planar_curl``. Shape ``theta.shape[:-1]``.
@@ -387,6 +397,8 @@ def planar_curl(field: Field, theta: torch.Tensor, u, v) -> torch.Tensor:
 
 def circulation(field: Field, center: torch.Tensor, u, v, radius, *, n_points: int = 1024) -> torch.Tensor:
     """``∮ G·dθ`` around the loop ``θ(φ) = center + r (cos φ · u + sin φ · v)``, ``φ ∈ [0, 2π)``.
+
+    Source: Song, Thakkar & Thakurta (2021), Thm 3.3 (§3.2: the clipped softmax field is not the gradient of any function).
 
     Counter-clockwise in the ``(u, v)`` plane (for orthonormal ``u, v`` a circle
     of radius ``r``). Computed with the trapezoid rule on the periodic
@@ -431,6 +443,8 @@ def circulation(field: Field, center: torch.Tensor, u, v, radius, *, n_points: i
 
 def line_integral(field: Field, vertices: torch.Tensor, *, n_nodes: int = 16, pieces: int = 64) -> torch.Tensor:
     """``∫ G·dθ`` along the polyline through ``vertices`` (shape ``[..., m, d]``, ``m >= 2``).
+
+    Source: Song, Thakkar & Thakurta (2021), Thm 3.3 (§3.2: the clipped softmax field is not the gradient of any function).
 
     Each segment is cut into ``pieces`` equal parts, each integrated with
     ``n_nodes``-point Gauss–Legendre (exact for polynomial integrands of degree

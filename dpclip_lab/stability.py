@@ -77,7 +77,10 @@ def _residual(family, z, y):
 
 
 def q_loss_value(family, z, y, q) -> torch.Tensor:
-    """``f(z; y)`` of the q-norm hinge / regression loss; ``q`` broadcasts (a tensor sweeps q)."""
+    """``f(z; y)`` of the q-norm hinge / regression loss; ``q`` broadcasts (a tensor sweeps q).
+
+    Source: Wang, Lei, Ying & Zhang (2022), §1 (q-norm hinge and regression losses).
+    """
     _check_family(family)
     q = _as_q(q, z)
     return _residual(family, z, y).abs() ** q
@@ -85,6 +88,8 @@ def q_loss_value(family, z, y, q) -> torch.Tensor:
 
 def q_loss_derivative(family, z, y, q) -> torch.Tensor:
     """``f'(z; y)`` with ``q`` a tensor: hinge ``−y q (1 − yz)_+^{q−1}``, regression ``q sign(r)|r|^{q−1}``.
+
+    Source: Wang, Lei, Ying & Zhang (2022), §1 (q-norm hinge and regression losses).
 
     At a kink the subgradient 0 is taken (as in :mod:`dpclip_lab.losses`).
     """
@@ -97,6 +102,8 @@ def q_loss_derivative(family, z, y, q) -> torch.Tensor:
 
 def holder_ratio(family, a, b, y, q, alpha=None) -> torch.Tensor:
     """``|f'(a) − f'(b)| / |a − b|^α`` elementwise (eq. (1) for the scalar loss); α defaults to q − 1.
+
+    Source: Wang, Lei, Ying & Zhang (2022), eq. (1).
 
     Pairs with ``a == b`` give 0. With ``alpha=1`` this is the ratio a smooth loss keeps
     bounded and a non-smooth one does not.
@@ -116,6 +123,8 @@ def measured_holder_constant(family, q, *, y=1.0, alpha=None, span=3.0, num=601,
                              dtype=torch.float64) -> float:
     """``sup |f'(a) − f'(b)| / |a − b|^α`` over all pairs of a grid of ``num`` margins in ``[−span, span]``.
 
+    Source: Wang, Lei, Ying & Zhang (2022), eq. (1) (a lower bound on its constant).
+
     A lower bound on the Hölder constant ``L_f`` (the grid holds the pairs that attain
     it: ``(y, 0)`` for the hinge, ``(y − t, y + t)`` for regression, when they lie on the grid).
     """
@@ -128,6 +137,8 @@ def measured_holder_constant(family, q, *, y=1.0, alpha=None, span=3.0, num=601,
 
 def glp_holder_ratio(family, X, y, q, w, w_prime, alpha=None) -> torch.Tensor:
     """``max_i ‖∂ℓ(w; z_i) − ∂ℓ(w'; z_i)‖ / ‖w − w'‖^α`` for the GLP ``ℓ(w; x, y) = f(⟨w, x⟩; y)``.
+
+    Source: Wang, Lei, Ying & Zhang (2022), eq. (1) (α-Hölder smoothness).
 
     ``w, w_prime`` are ``[..., p]``; the result has shape ``[...]``. Wang et al. eq. (1)
     with ``L = L_f max‖x‖^{1+α}`` (Lemma 1 of the lab's ``GLProblem.holder``).
@@ -148,6 +159,8 @@ def glp_holder_ratio(family, X, y, q, w, w_prime, alpha=None) -> torch.Tensor:
 @dataclass
 class SGDRuns:
     """Output of :func:`sgd_runs`.
+
+    Source: Wang, Lei, Ying & Zhang (2022), Def. 1 and Alg. 1 (the averaged iterate).
 
     ``average[r, k]`` is ``(1/t) Σ_{s=1}^{t} w_s`` (``w_1 = 0``) of run ``r`` at
     ``t = checkpoints[k]``; ``average_prime`` the same on the neighbouring data set
@@ -177,6 +190,8 @@ def _per_run(v, runs, like, name):
 def sgd_runs(X, y, *, family, q, lr, steps, runs, n=None, radius=None, noise_std=0.0, seed=0,
              checkpoints=None, replace=None) -> SGDRuns:
     """Many runs of projected (noisy) SGD as one tensor program (Wang et al. Def. 1, Alg. 2 line 6).
+
+    Source: Wang, Lei, Ying & Zhang (2022), Def. 1 and Alg. 2 line 6.
 
     ``w_{t+1} = Proj_{B(0,R)}(w_t − η (f'(⟨w_t, x_{i_t}⟩; y_{i_t}) x_{i_t} + b_t))``, ``w_1 = 0``,
     ``i_t ~ Unif[n]``, ``b_t ~ N(0, σ² I)`` (σ = 0: plain SGD, Alg. 1's inner loop).
@@ -283,7 +298,10 @@ def sgd_runs(X, y, *, family, q, lr, steps, runs, n=None, radius=None, noise_std
 
 
 def empirical_risk(family, X, y, q, w) -> torch.Tensor:
-    """``R_S(w) = (1/n) Σ f(⟨w, x_i⟩; y_i)`` for ``w [..., p]`` (q broadcasting over ``[...]``)."""
+    """``R_S(w) = (1/n) Σ f(⟨w, x_i⟩; y_i)`` for ``w [..., p]`` (q broadcasting over ``[...]``).
+
+    Source: the empirical risk R_S of Wang, Lei, Ying & Zhang (2022), whose excess risk Thm 8–12 bound.
+    """
     _check_weights(w, X, "w")
     qt = torch.as_tensor(q, dtype=X.dtype, device=X.device)
     if qt.dim():
@@ -295,6 +313,8 @@ def empirical_risk(family, X, y, q, w) -> torch.Tensor:
 
 def wang_thm7_terms(*, steps, n, eta, alpha, L, M, gamma, R=None, C_alpha=None):
     """The two terms of Wang et al. Thm 7's Δ² / e: ``(defect, growth)``.
+
+    Source: Wang, Lei, Ying & Zhang (2022), Thm 7.
 
     * ``defect = c²_{α,2} T η^{2/(1−α)}`` — the price of *approximate* non-expansiveness
       of the gradient map of a non-smooth loss (0 at α = 1);
@@ -338,6 +358,8 @@ def _rate_args(n, d, epsilon, delta, gamma):
 def wang_thm9_rate(n, d, epsilon, delta, alpha, gamma=0.1) -> float:
     """Thm 9 (Alg. 1, W = ℝ^d), without ‖w*‖² and the O-constant:
 
+    Source: Wang, Lei, Ying & Zhang (2022), Thm 9.
+
     ``√(d log(1/δ)) log(n/δ) / ((log 1/γ)^{(1+α)/(4(3+α))} n^{2/(3+α)} ε)
     + log(n) (log 1/γ)^{2/(3+α)} log(n/δ) / n^{1/(3+α)}``.
     """
@@ -351,6 +373,8 @@ def wang_thm9_rate(n, d, epsilon, delta, alpha, gamma=0.1) -> float:
 def wang_thm10_rate(n, d, epsilon, delta, gamma=0.1) -> float:
     """Thm 10 (Alg. 1, W ⊆ B(0, R)), without ‖w*‖² and the O-constant:
 
+    Source: Wang, Lei, Ying & Zhang (2022), Thm 10.
+
     ``(d log 1/δ)^{1/4} (log 1/γ)^{1/8} √log(n/δ) / √(nε) + √(log n log(1/γ) log(n/δ)) / √n``.
     """
     n, d, e, dl, g = _rate_args(n, d, epsilon, delta, gamma)
@@ -361,6 +385,8 @@ def wang_thm10_rate(n, d, epsilon, delta, gamma=0.1) -> float:
 
 def wang_thm12_rate(n, d, epsilon, delta, gamma=0.1) -> float:
     """Thm 12 (Alg. 2), without ‖w*‖² and the O-constant:
+
+    Source: Wang, Lei, Ying & Zhang (2022), Thm 12.
 
     ``√(d log(1/δ) log(1/γ)) / (nε) + √(log n log(n/γ) log(1/γ)) / √n``.
     """
@@ -377,7 +403,10 @@ def _steps_for(n, alpha, threshold):
 
 def wang_thm9_schedule(n, alpha, gamma=0.1):
     """Thm 9's (T, η): ``T = n^{(6−3α−α²)/((1+α)(3+α))}`` if ``α < (√73 − 7)/4``, else n;
-    ``η = n^{1/(3+α)} / (T (log 1/γ)^{1/(3+α)})``."""
+    ``η = n^{1/(3+α)} / (T (log 1/γ)^{1/(3+α)})``.
+
+    Source: Wang, Lei, Ying & Zhang (2022), Thm 9.
+    """
     n = check_int(n, "n", minimum=2)
     a = check_interval(alpha, "alpha", 0.0, 1.0)
     T = int(math.ceil(n ** ((6 - 3 * a - a * a) / ((1 + a) * (3 + a))))) if a < (math.sqrt(73) - 7) / 4 else n
@@ -388,7 +417,10 @@ def wang_thm9_schedule(n, alpha, gamma=0.1):
 def wang_thm10_schedule(n, d, epsilon, delta, alpha, gamma=0.1):
     """Thm 10's (T, η): ``T = n^{(2−α)/(1+α)}`` if α < 1/2, else n (the ``+ n`` of Table 1:
     we take the max), ``η = 1 / (T max{√(log(n/δ) log n log(1/γ)/n),
-    (d log 1/δ)^{1/4} √log(n/δ) (log 1/γ)^{1/8} / √(nε)})``."""
+    (d log 1/δ)^{1/4} √log(n/δ) (log 1/γ)^{1/8} / √(nε)})``.
+
+    Source: Wang, Lei, Ying & Zhang (2022), Thm 10.
+    """
     n = check_int(n, "n", minimum=2)
     _, d, e, dl, g = _rate_args(n, d, epsilon, delta, gamma)
     T = _steps_for(n, alpha, 0.5)
@@ -401,6 +433,8 @@ def wang_thm10_schedule(n, d, epsilon, delta, alpha, gamma=0.1):
 def wang_thm12_schedule(n, d, epsilon, delta, alpha, gamma=0.1):
     """Thm 12's (T, η): ``T = n^{(2−α)/(1+α)}`` if α < 1/2 else n (max with n), and
     ``η = (1/T) max{√(log n log(n/γ) log(1/γ)/n), √(d log 1/δ) (log 1/γ)^{1/4} / (nε)}``.
+
+    Source: Wang, Lei, Ying & Zhang (2022), Thm 12.
 
     The paper prints η = (1/T)·max{…}; with T ≥ n the step is tiny and T·η — the
     distance SGD can travel — is the max, which is below 1 for moderate n: the
@@ -453,6 +487,8 @@ WANG_TABLE1 = (
 def wang_table1(n, alpha, *, epsilon=1.0, d=30, delta=None):
     """Table 1 of Wang et al. with each row's gradient complexity evaluated at (n, α, ε, d, δ).
 
+    Source: Wang, Lei, Ying & Zhang (2022), Table 1.
+
     ``delta`` defaults to ``1/n²`` (Remark 4). Returns a list of dicts with keys
     ``reference, loss, method, utility, complexity, domain, gradients`` (a float:
     the O(·) expression without its constant).
@@ -469,12 +505,17 @@ def wang_table1(n, alpha, *, epsilon=1.0, d=30, delta=None):
 # --------------------------------------------------------------------------- Thm 11, Remark 4, Lemma 13
 
 def default_betas(grid=999) -> np.ndarray:
-    """Remark 4's β candidates: :func:`dpclip_lab.accountants.paper_bounds.wang_remark4_betas`."""
+    """Remark 4's β candidates: :func:`dpclip_lab.accountants.paper_bounds.wang_remark4_betas`.
+
+    Source: Wang, Lei, Ying & Zhang (2022), Remark 4.
+    """
     return wang_remark4_betas(grid)
 
 
 def wang_thm11_feasible_betas(n, steps, epsilon, delta, *, betas=None) -> np.ndarray:
     """The β in ``betas`` (default :func:`default_betas`) that satisfy Thm 11's conditions (32)–(33).
+
+    Source: Wang, Lei, Ying & Zhang (2022), Thm 11, conditions (32)–(33).
 
     Vectorized twin of :func:`dpclip_lab.accountants.paper_bounds.wang_thm11_conditions`
     (the conditions do not depend on G: σ²/(4G²) = 14 T λ / (4 β n² ε)).
@@ -500,6 +541,8 @@ def wang_thm11_feasible_betas(n, steps, epsilon, delta, *, betas=None) -> np.nda
 
 def wang_thm11_smallest_epsilon(n, steps=None, delta=None, *, betas=None, lo=1e-3, hi=1e2, rtol=1e-6) -> float:
     """The smallest ε (bisection, to ``rtol``) at which some β in ``betas`` meets Thm 11's conditions.
+
+    Source: Wang, Lei, Ying & Zhang (2022), Thm 11 and Lemma 13.
 
     Defaults ``T = n``, ``δ = 1/n²``: the setting of Lemma 13 and Fig. 1, whose closed
     form :func:`dpclip_lab.accountants.paper_bounds.wang_lemma13_epsilon_threshold` is a
@@ -548,6 +591,8 @@ def wang_thm11_wor_epsilon(sigma, gradient_bound, n, steps, delta) -> float:
 def wang_thm11_accountant_sigma(epsilon, delta, n, steps, gradient_bound, *, rtol=1e-3) -> float:
     """The smallest σ (bisection, to ``rtol``, rounded up) whose T WOR-sampled steps the RDP accountant certifies at (ε, δ).
 
+    Source: Wang, Lei, Ying & Zhang (2022), Alg. 2 and Thm 11 (the mechanism), accounted by Wang, Balle & Kasiviswanathan (2019), Thm 9.
+
     The same mechanism as :func:`wang_thm11_wor_epsilon` (one example of n, gradient
     norm ≤ G, replace-one, noise N(0, σ²)); compare with Thm 11's σ
     (:func:`dpclip_lab.accountants.paper_bounds.wang_remark4_beta`) to see how much
@@ -579,6 +624,8 @@ def wang_thm11_accountant_sigma(epsilon, delta, n, steps, gradient_bound, *, rto
 
 def wang_remark4_choice(n, steps, epsilon, delta, *, betas=None):
     """Remark 4's β — the feasible β closest to 1/2 — over ``betas`` (default :func:`default_betas`), and σ/G.
+
+    Source: Wang, Lei, Ying & Zhang (2022), Remark 4.
 
     Like :func:`dpclip_lab.accountants.paper_bounds.wang_remark4_beta` but on a grid that
     also holds very small β (where, at large ε, the only feasible ones are), and

@@ -247,3 +247,39 @@ def test_solutions_pass_every_test(graded_solution):
         assert cases and all(tc.passed for tc in cases), f"{name}: {qres}"
         n_hidden += sum(tc.test_case.hidden for tc in cases)
     assert n_hidden >= len(res.results)   # every question has a hidden test, and it ran
+
+
+# --------------------------------------------------------------------------- the student copy carries numbers
+
+def test_render_glue_into_writes_the_numbers(tmp_path):
+    """Unit test of tools/assign.py's glue step: roles become the glued values, formatted."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("ε = {glue:text}`eps:.2f` after {glue:text}`steps` steps; "
+                                              "{glue:text}`unknown`"),
+                nbformat.v4.new_code_cell('glue("eps", 1.23456)')]
+    path = tmp_path / "x.ipynb"
+    nbformat.write(nb, path)
+    glue = tmp_path / "x.glue.json"
+    glue.write_text(json.dumps({"eps": {"data": {"text/plain": "1.23456"}}, "steps": {"data": {"text/plain": "3000"}}}))
+    assert assign_tool.render_glue_into(path, glue) == 1            # the unknown key is left, and counted
+    text = nbformat.read(path, as_version=4).cells[0].source
+    assert text.startswith("ε = 1.23 after 3000 steps;") and "{glue:text}`unknown`" in text
+    assert assign_tool.render_glue_into(path, tmp_path / "missing.glue.json") == 1   # no build: counted, untouched
+    assert assign_tool.glue_json_for(ROOT / "book" / "part1" / "huberization.ipynb") == \
+        ROOT / "_build" / "jupyter_execute" / "book" / "part1" / "huberization.glue.json"
+
+
+def test_student_copy_has_no_glue_roles(tmp_path):
+    """JupyterLab (even with jupyterlab-myst) shows ``{glue:text}`` roles raw: the student copy that
+    ``make assignments`` writes carries the book's numbers instead (issue #10, item 2)."""
+    master = SOLUTION_SMOKE[0]
+    roles = {m for c in nbformat.read(master, as_version=4).cells if c.cell_type == "markdown"
+             for m in re.findall(r"\{glue(?::\w+)?\}`([^`:]+)", c.source)}
+    assert roles, f"{master.name} glues no number: pick a master that does"
+    glue = tmp_path / "book.glue.json"
+    glue.write_text(json.dumps({k: {"data": {"text/plain": "0.5"}} for k in roles}))
+    result = assign_tool.assign(master, tmp_path / "out", glue_json=glue)
+    student = nbformat.read(result / "student" / master.name, as_version=4)
+    prose = "\n".join(c.source for c in student.cells if c.cell_type == "markdown")
+    assert "{glue" not in prose, "glue roles left in the student copy"
+    assert "0.5" in prose

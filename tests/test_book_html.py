@@ -330,6 +330,116 @@ def test_solution_output_folds_with_its_code(built_book):
     assert not bad, "\n".join(bad)
 
 
+# --------------------------------------------------------------------------- links, figures, numbers
+
+def _chapter_pages(built_book: Path) -> list[Path]:
+    """The HTML of every notebook chapter in the table of contents."""
+    out = []
+    for f in _toc_files():
+        stem = str(Path(f).with_suffix(""))
+        if (ROOT / (stem + ".ipynb")).is_file() and (built_book / (stem + ".html")).is_file():
+            out.append(built_book / (stem + ".html"))
+    return out
+
+
+_PY_XREF = re.compile(r'<code class="xref py py-(\w+)[^"]*">(.*?)</code>', re.S)
+
+
+def test_lab_references_resolve_into_the_api_page(built_book):
+    """Every ``{func}``/``{class}``/``{mod}`` role in a chapter became a link into the API page
+    (Sphinx leaves an unresolved Python reference as bare code, with no warning)."""
+    bad = []
+    for page in _chapter_pages(built_book):
+        text = page.read_text(errors="replace")
+        for m in _PY_XREF.finditer(text):
+            before = text[max(0, m.start() - 400):m.start()]
+            link = re.search(r'<a class="reference internal" href="([^"]*)"[^>]*>\s*$', before)
+            name = re.sub(r"<[^>]+>", "", m.group(2))
+            if link is None or not re.search(r"api/index\.html#", link.group(1)):
+                bad.append(f"{page.relative_to(built_book)}: {{{m.group(1)}}}`{name}` does not link the API page")
+    assert not bad, "unresolved lab references:\n" + "\n".join(bad[:40])
+
+
+def _plotly_figures(text: str) -> list[dict]:
+    """``{"data": ..., "layout": ...}`` of every ``Plotly.newPlot(id, data, layout, config)`` in a page."""
+    dec = json.JSONDecoder()
+    figs = []
+    for m in re.finditer(r"Plotly\.newPlot\(\s*", text):
+        try:
+            i = m.end()
+            _, i = dec.raw_decode(text, i)                     # the div id
+            i = re.compile(r"\s*,\s*").match(text, i).end()
+            data, i = dec.raw_decode(text, i)
+            i = re.compile(r"\s*,\s*").match(text, i).end()
+            layout, i = dec.raw_decode(text, i)
+        except (ValueError, AttributeError):
+            continue
+        figs.append({"data": data, "layout": layout})
+    return figs
+
+
+def test_every_figure_titles_its_axes(built_book):
+    """Every cartesian axis that carries data has a title (issue #10, item 7), checked on the
+    figures as the pages draw them (``dpclip_lab.plotting.missing_axis_titles``)."""
+    from dpclip_lab.plotting import missing_axis_titles
+
+    bad, seen = [], 0
+    for page in _chapter_pages(built_book):
+        for k, fig in enumerate(_plotly_figures(page.read_text(errors="replace"))):
+            seen += 1
+            missing = missing_axis_titles(fig)
+            if missing:
+                title = (fig["layout"].get("title") or {})
+                title = title.get("text", "") if isinstance(title, dict) else str(title)
+                bad.append(f"{page.relative_to(built_book)} figure {k + 1} {title[:40]!r}: no title on {missing}")
+    assert seen, "no plotly figure found in the chapters"
+    assert not bad, "figures with untitled axes:\n" + "\n".join(bad)
+
+
+def _prose(html: str) -> str:
+    """The text a reader reads: no code, no printed output, no figures, scripts or math."""
+    t = re.sub(r'<div class="highlight.*?</div>', " ", html, flags=re.S)
+    t = re.sub(r"<(script|style|pre|code|textarea)\b.*?</\1>", " ", t, flags=re.S)
+    t = re.sub(r'<div class="plotly-graph-div.*?</div>', " ", t, flags=re.S)
+    t = re.sub(r'\\\(.*?\\\)|\\\[.*?\\\]|\$\$.*?\$\$', " ", t, flags=re.S)     # math
+    t = re.sub(r'<a class="reference external"[^>]*>.*?</a>', " ", t, flags=re.S)   # URLs, DOIs
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", t))
+
+
+#: A number the prose must not show: a negative zero ("-0.0000"), an unformatted float with seven
+#: or more significant digits ("1.6666667"), a five-or-more-digit integer without separators
+#: ("928441"; years are fine).
+BAD_NUMBERS = re.compile(r"(?<![\w.,])(?:[-−]0(?:\.0+)?(?![\d.])|[1-9]\d*\.\d{6,}|0\.0*[1-9]\d{6,}|(?!(?:19|20)\d\d\b)\d{5,})(?![\w])")
+#: Two glued numbers that print the same in "A and B", "A vs B", "A–B": the text compares numbers
+#: the reader cannot tell apart (e.g. "7 and 7"); show more digits or say they agree.
+_PASTED = r'<span class="pasted-text">([^<]+)</span>'
+SAME_PAIR = re.compile(_PASTED + r"\s*(?:and|vs\.?|versus|–|-|to)\s*" + _PASTED)
+
+
+def test_numbers_in_prose_are_formatted(built_book):
+    """No "-0.0000", no "928441", no "7 and 7" in a chapter's text (issue #10, item 6)."""
+    bad = []
+    for page in _chapter_pages(built_book):
+        html = page.read_text(errors="replace")
+        for m in BAD_NUMBERS.finditer(_prose(html)):
+            bad.append(f"{page.relative_to(built_book)}: {m.group(0)!r} in ...{_prose(html)[max(0, m.start() - 60):m.end() + 20]}...")
+        for m in SAME_PAIR.finditer(html):
+            if m.group(1).strip() == m.group(2).strip():
+                bad.append(f"{page.relative_to(built_book)}: two glued numbers print the same: {m.group(0)[:160]!r}")
+    assert not bad, "numbers in the prose:\n" + "\n".join(bad[:40])
+
+
+def test_the_number_checks_can_fail():
+    assert BAD_NUMBERS.search(" was -0.0000 here") and BAD_NUMBERS.search("a factor of 928441 (median")
+    assert BAD_NUMBERS.search("ratio 0.123456789 ") and BAD_NUMBERS.search(" is −0.00 ")
+    assert not BAD_NUMBERS.search("in 2016, 60,000 examples, ε = 0.25, -0.5 and 1e-5, 10,000 steps")
+    assert not BAD_NUMBERS.search("arXiv:1808.00087 and -1.50 and 0.0004935")
+    assert BAD_NUMBERS.search("it is 1.6666667 ")
+    html = '<span class="pasted-text">7</span> and <span class="pasted-text">7</span>'
+    m = SAME_PAIR.search(html)
+    assert m and m.group(1) == m.group(2)
+
+
 # --------------------------------------------------------------------------- no dead controls
 
 def test_no_frozen_widget_in_the_static_book(built_book):

@@ -254,3 +254,56 @@ def test_notebooks_are_committed_without_outputs(chapter):
     path, nb = chapter
     dirty = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and (c.outputs or c.execution_count)]
     assert not dirty, f"{_rel(path)}: cells with outputs or execution counts: {dirty[:10]}"
+
+
+#: ``**In the lab:**`` names the lab's functions and classes with roles that resolve into the API page.
+LAB_ROLE = re.compile(r"\{(func|class|mod|meth|data|attr)\}`(?:[^`<]*<)?~?(dpclip_lab[\w.]*)>?`")
+API_DOC = re.compile(r"\{doc\}`(?:[^`<]*<)?([^`>]+)>?`")
+
+
+def _api_modules() -> set[str]:
+    """Modules that ``book/api/index.md`` documents (``automodule`` or ``py:module``)."""
+    text = (BOOK / "api" / "index.md").read_text()
+    return set(re.findall(r"^\.\.\s+(?:automodule|py:module)::\s+(\S+)", text, re.M))
+
+
+def _resolves(name: str) -> bool:
+    import importlib
+
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        try:
+            for attr in parts[cut:]:
+                obj = getattr(obj, attr)
+        except AttributeError:
+            return False
+        return True
+    return False
+
+
+def test_summary_links_the_lab(chapter):
+    """The Summary holds a paragraph ``**In the lab:** {func}`dpclip_lab....`, ... — see the
+    {doc}`API reference <../api/index>`.`` naming what the chapter used (house rule)."""
+    path, nb = chapter
+    cells = [c.source for c in nb.cells if c.cell_type == "markdown"]
+    start = next((i for i, s in enumerate(cells) if re.search(r"^##\s+Summary\s*$", s, re.M)), None)
+    assert start is not None, f"{_rel(path)}: no '## Summary'"
+    summary = "\n".join([cells[start][re.search(r"^##\s+Summary\s*$", cells[start], re.M).start():]] + cells[start + 1:])
+    paras = [p for p in re.split(r"\n\s*\n", summary) if p.lstrip().startswith("**In the lab:**")]
+    assert paras, f"{_rel(path)}: the Summary has no paragraph starting '**In the lab:**'"
+    para = paras[0]
+    roles = [name for _, name in LAB_ROLE.findall(para)]
+    assert roles, f"{_rel(path)}: '**In the lab:**' names no {{func}}/{{class}}/{{mod}} role of dpclip_lab"
+    documented = _api_modules()
+    bad = [n for n in roles if not _resolves(n)]
+    assert not bad, f"{_rel(path)}: '**In the lab:**' names what the lab does not have: {bad}"
+    undocumented = [n for n in roles if not any(n == m or n.startswith(m + ".") for m in documented)]
+    assert not undocumented, (f"{_rel(path)}: '**In the lab:**' names objects in no module of "
+                              f"book/api/index.md (the link would not resolve): {undocumented}")
+    docs = [(path.parent / d).resolve() for d in API_DOC.findall(para)]
+    assert (BOOK / "api" / "index").resolve() in docs, \
+        f"{_rel(path)}: '**In the lab:**' must link the API page, e.g. {{doc}}`API reference <../api/index>`"

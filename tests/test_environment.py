@@ -81,3 +81,32 @@ def test_pyproject_ranges_admit_the_pins(requirements):
             problems.append(f"{spec!r} does not admit the pinned {name}=={requirements[name]}")
     assert not problems, "\n".join(problems)
 
+
+
+# --------------------------------------------------------------------------- jupyterlab-myst (issue #10, items 2 and 13)
+
+def test_jupyterlab_myst_is_pinned_for_binder_and_pip(requirements, environment):
+    assert "jupyterlab-myst" in requirements and "jupyterlab-myst" in environment[1]
+
+
+def test_jupyterlab_myst_extension_is_installed_enabled_and_compatible():
+    """Readers who open a chapter in JupyterLab see its MyST (admonitions, theorems, math) rendered:
+    the ``jupyterlab-myst`` lab extension is installed, enabled, and *compatible* with the
+    installed JupyterLab. ``jupyter labextension list`` marks an extension whose shared
+    dependencies JupyterLab cannot satisfy with ``X``: installed and enabled, but never loaded
+    (e.g. jupyterlab-myst 2.7.0, built against ``@jupyter/ydoc`` 3, on JupyterLab 4.6, which
+    ships ``@jupyter/ydoc`` 4)."""
+    import shutil
+    import subprocess
+    import sys
+
+    jupyter = Path(sys.executable).with_name("jupyter")
+    cmd = [str(jupyter) if jupyter.exists() else (shutil.which("jupyter") or "jupyter"), "labextension", "list"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    out = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)     # no colours
+    line = next((ln for ln in out.splitlines() if re.match(r"\s*jupyterlab-myst\s+v", ln)), None)
+    assert line is not None, f"the jupyterlab-myst lab extension is not installed:\n{out[-2000:]}"
+    assert re.search(r"\benabled\b", line), f"jupyterlab-myst is installed but disabled: {line.strip()}"
+    assert re.search(r"\bOK\b", line), (
+        f"jupyterlab-myst is enabled but JupyterLab will not load it: {line.strip()}\n"
+        + "\n".join(ln for ln in out.splitlines() if "compatible" in ln or "@jupyter" in ln or "Conflicting" in ln))

@@ -263,3 +263,63 @@ def test_page_figures_store_float32(monkeypatch):
     assert '"dtype":"f4"' in html.replace(" ", "") and '"dtype":"f8"' not in html.replace(" ", "")
     tiny = dp.BookRenderer().to_mimebundle(go.Figure(go.Scatter(y=np.array([1e-40, 1.0]))).to_dict())["text/html"]
     assert '"dtype":"f8"' in tiny.replace(" ", "")
+
+
+# --------------------------------------------------------------------------- roles, arrows, checks (issue #10, item 7)
+
+def test_every_colour_role_has_its_own_colour():
+    """One colour, one meaning: no two roles of ``COLORS`` share a colour (the optimum and error
+    feedback once were the same green)."""
+    by_colour = {}
+    for role, colour in dp.COLORS.items():
+        by_colour.setdefault(colour.lower(), []).append(role)
+    shared = {c: r for c, r in by_colour.items() if len(r) > 1}
+    assert not shared, f"colours with two meanings: {shared}"
+
+
+def test_coinciding_arrows_stay_visible():
+    """With nothing clipped the clipped mean equals the true gradient: the arrow drawn on top is
+    narrower than the one under it, so neither hides the other."""
+    gen = torch.Generator().manual_seed(0)
+    G = torch.randn(50, 5, generator=gen, dtype=torch.float64) + 1.0
+    basis = dp.plane_basis(G, G.mean(0))
+    under = dp.gradient_cloud(G, basis)[1]
+    over = dp.clipped_cloud(G, 1e6, basis)[2]           # C so large that nothing is clipped
+    assert np.allclose(list(under.x), list(over.x)) and np.allclose(list(under.y), list(over.y))
+    assert under.line.width > 2 * over.line.width
+    assert under.marker.size[1] > over.marker.size[1]
+    nested = dp.arrows({"a": (torch.tensor([1.0, 0.0]), "#000000"), "b": (torch.tensor([1.0, 0.0]), "#ff0000"),
+                        "c": (torch.tensor([1.0, 0.0]), "#00ff00")})
+    widths = [tr.line.width for tr in nested]
+    assert widths == sorted(widths, reverse=True) and len(set(widths)) == 3
+    with pytest.raises(ValueError, match="at most"):
+        dp.arrows({str(i): (torch.tensor([1.0, 0.0]), "#000000") for i in range(4)})
+
+
+def test_missing_axis_titles():
+    fig = go.Figure(go.Scatter(x=[1, 2], y=[3, 4]))
+    assert dp.missing_axis_titles(fig) == ["xaxis", "yaxis"]
+    fig.update_layout(xaxis_title="step t", yaxis_title="ε")
+    assert dp.missing_axis_titles(fig) == []
+    from plotly.subplots import make_subplots
+    sub = make_subplots(rows=2, cols=1, shared_xaxes=True)
+    sub.add_trace(go.Scatter(x=[1, 2], y=[1, 2]), row=1, col=1)
+    sub.add_trace(go.Scatter(x=[1, 2], y=[1, 2]), row=2, col=1)
+    sub.update_layout(xaxis2_title="t", yaxis_title="a", yaxis2_title="b")
+    assert dp.missing_axis_titles(sub) == []                  # the shared upper x axis shows no ticks
+    sub.update_layout(yaxis2_title="")
+    assert dp.missing_axis_titles(sub.to_dict()) == ["yaxis2"]
+    assert dp.missing_axis_titles(go.Figure(go.Pie(values=[1, 2]))) == []   # not cartesian
+
+
+@pytest.mark.parametrize("value, spec, text", [
+    (-1e-5, ".4f", "0.0000"), (-0.0, ".2f", "0.00"), (-0.00004, ".1%", "0.0%"), (-1.5, ".2f", "-1.50"),
+    (928441.0, ".3g", "928,441"), (12.0, ".3g", "12"), (-3.2e-9, ".2e", "-3.20e-09"), (0.1234, ".2f", "0.12"),
+])
+def test_fmt_prints_no_negative_zero_and_groups_thousands(value, spec, text):
+    assert dp.fmt(value, spec) == text
+
+
+def test_fmt_rejects_non_numbers():
+    with pytest.raises(TypeError, match="value"):
+        dp.fmt("1.0")

@@ -95,6 +95,39 @@ ASSIGN_TIMEOUT = 600
 #: the shell socket while it awaits the cell's reply on that socket, and can miss the reply
 #: and wait forever (see the docstring of ``dpclip_lab.plotting.live``).
 HEADLESS_ENV = {"DPCLIP_HEADLESS": "1"}
+#: Where the book build (myst-nb) writes each chapter's glued values: ``<chapter>.glue.json``.
+GLUE_DIR = ROOT / "_build" / "jupyter_execute"
+
+
+def glue_json_for(master: Path) -> Path:
+    """The ``.glue.json`` of the book build for ``master`` (it may not exist yet)."""
+    master = Path(master).resolve()
+    rel = master.relative_to(ROOT) if master.is_relative_to(ROOT) else Path(master.name)
+    return GLUE_DIR / rel.parent / f"{master.stem}.glue.json"
+
+
+def render_glue_into(nb_path: Path, glue_json: Path) -> int:
+    """Write the glued numbers into the Markdown of ``nb_path``; return how many roles are left.
+
+    JupyterLab does not render MyST ``{glue:text}`` roles (not even with ``jupyterlab-myst``),
+    so a student copy must carry the numbers as plain text. The values come from the book
+    build's ``glue_json`` and are formatted as the book formats them (``_ext/classroom.py``,
+    ``render_glue``). Without a build (no ``glue_json``) the roles stay, and the count says so.
+    """
+    import importlib.util
+    import re
+
+    nb = nbformat.read(nb_path, as_version=4)
+    if Path(glue_json).is_file():
+        spec = importlib.util.spec_from_file_location("dpclip_classroom", ROOT / "_ext" / "classroom.py")
+        classroom = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(classroom)
+        glue = json.loads(Path(glue_json).read_text())
+        for cell in nb.cells:
+            if cell.cell_type == "markdown":
+                cell.source = classroom.render_glue(cell.source, glue)
+        nbformat.write(nb, nb_path)
+    return sum(len(re.findall(r"\{glue(?::\w+)?\}`", c.source)) for c in nb.cells if c.cell_type == "markdown")
 
 
 def assignment_config(path: Path) -> dict | None:
@@ -136,11 +169,14 @@ def strip_book_markup(nb_path: Path) -> None:
     nbformat.write(nb, nb_path)
 
 
-def assign(master: Path, out: Path = DEFAULT_OUT, *, check: bool = False) -> Path:
+def assign(master: Path, out: Path = DEFAULT_OUT, *, check: bool = False, glue_json: Path | None = None) -> Path:
     """Run ``otter assign`` on one master; return ``out/<chapter>`` (with student/ and autograder/).
 
     ``check=True`` lets otter grade the solution notebook with every test (slow:
-    it executes the chapter) and fail unless it scores 100%.
+    it executes the chapter) and fail unless it scores 100%. The student copy gets the
+    book's glued numbers as plain text (:func:`render_glue_into`) from ``glue_json``
+    (default: the book build's, :func:`glue_json_for`); run ``make book`` first, or the
+    copy keeps ``{glue:text}`` roles and a warning says so.
     """
     master = Path(master).resolve()
     config = assignment_config(master)
@@ -167,6 +203,11 @@ def assign(master: Path, out: Path = DEFAULT_OUT, *, check: bool = False) -> Pat
         if not nb_path.is_file():
             raise SystemExit(f"otter assign wrote no {sub} notebook for {master}")
         strip_book_markup(nb_path)
+    left = render_glue_into(result / "student" / master.name,
+                            glue_json if glue_json is not None else glue_json_for(master))
+    if left:
+        print(f"warning: {left} glue roles left in the student copy of {master.name} "
+              "(no book build to take the numbers from: run `make book` first)", file=sys.stderr)
     (result / "assign.log").write_text(proc.stdout + proc.stderr)
     return result
 

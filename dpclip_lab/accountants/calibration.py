@@ -23,7 +23,7 @@ ACCOUNTANTS = ("rdp", "pld")
 
 
 def make_accountant(accountant: str = "rdp", **kwargs):
-    """A fresh accountant by name: ``"rdp"`` → RDPAccountant, ``"pld"`` → PLDAccountant."""
+    """Lab utility: A fresh accountant by name: ``"rdp"`` → RDPAccountant, ``"pld"`` → PLDAccountant."""
     if accountant == "rdp":
         return RDPAccountant(**kwargs)
     if accountant == "pld":
@@ -33,6 +33,8 @@ def make_accountant(accountant: str = "rdp", **kwargs):
 
 def get_epsilon(*, noise_multiplier, sample_rate, steps, delta, accountant="rdp") -> float:
     """ε after ``steps`` steps of DP-SGD (Poisson-subsampled Gaussian mechanism).
+
+    Source: Mironov (2017), Prop. 1 and Balle et al. (2020), Thm 21 (RDP); Mironov, Talwar & Zhang (2019), Sec. 3.3 (the subsampled Gaussian); Zhu, Dong & Wang (2022), Prop. 30 (PLD).
 
     Parameters
     ----------
@@ -72,6 +74,8 @@ def get_epsilon(*, noise_multiplier, sample_rate, steps, delta, accountant="rdp"
 def get_noise_multiplier(*, target_epsilon, target_delta, sample_rate, steps,
                          accountant="rdp", epsilon_tolerance=0.01) -> float:
     """Smallest noise multiplier z (to tolerance) whose ε is at most ``target_epsilon``.
+
+    Source: the inverse of :func:`get_epsilon` (Opacus's name), whose accountants follow Mironov (2017), Prop. 1 and Balle et al. (2020), Thm 21.
 
     Bisection on z (ε falls as z grows). The returned z always satisfies
     ``get_epsilon(z) <= target_epsilon`` and ``get_epsilon(z) > target_epsilon -

@@ -95,7 +95,10 @@ def rdp_to_epsilon_improved(orders, rdp, delta):
 
 
 def rdp_to_epsilon(orders, rdp, delta, conversion="improved"):
-    """Dispatch to :func:`rdp_to_epsilon_improved` or :func:`rdp_to_epsilon_classic`."""
+    """Dispatch to :func:`rdp_to_epsilon_improved` or :func:`rdp_to_epsilon_classic`.
+
+    Source: Mironov (2017), Prop. 3 (classic) or Balle et al. (2020), Thm 21 (improved).
+    """
     if conversion == "improved":
         return rdp_to_epsilon_improved(orders, rdp, delta)
     if conversion == "classic":
@@ -105,6 +108,8 @@ def rdp_to_epsilon(orders, rdp, delta, conversion="improved"):
 
 def rdp_to_epsilon_batch(orders, rdp, delta, conversion="improved"):
     """:func:`rdp_to_epsilon` for many RDP curves at once (one per row of ``rdp``).
+
+    Source: Mironov (2017), Prop. 3 (classic) or Balle et al. (2020), Thm 21 (improved), row by row.
 
     Parameters
     ----------

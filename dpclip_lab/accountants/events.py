@@ -44,12 +44,14 @@ __all__ = [
 
 
 class DpEvent:
-    """Base class of all privacy events (a marker; events are frozen dataclasses)."""
+    """Lab utility: Base class of all privacy events (a marker; events are frozen dataclasses)."""
 
 
 @dataclass(frozen=True)
 class GaussianEvent(DpEvent):
     """Gaussian mechanism with noise std ``noise_multiplier`` × sensitivity.
+
+    Source: the Gaussian mechanism of Balle & Wang (2018), Thm 8.
 
     ``noise_multiplier = 0`` is allowed and means "no noise" (ε = inf).
     """
@@ -65,6 +67,8 @@ class GaussianEvent(DpEvent):
 class LaplaceEvent(DpEvent):
     """Laplace mechanism with scale ``noise_multiplier`` × ℓ1-sensitivity.
 
+    Source: Mironov (2017), Prop. 6 (RDP of the Laplace mechanism).
+
     A single Laplace step with scale b (sensitivity 1) is (1/b)-DP.
     """
 
@@ -78,6 +82,8 @@ class LaplaceEvent(DpEvent):
 @dataclass(frozen=True)
 class PoissonSampledEvent(DpEvent):
     """Run ``event`` on a Poisson sample: each record is kept with prob. ``sample_rate``.
+
+    Source: Mironov, Talwar & Zhang (2019), Thm 5 and Sec. 3.3; Abadi et al. (2016), Alg. 1.
 
     Neighbouring relation: add/remove one record.
     """
@@ -93,6 +99,8 @@ class PoissonSampledEvent(DpEvent):
 @dataclass(frozen=True)
 class SampledWithoutReplacementEvent(DpEvent):
     """Run ``event`` on a uniformly random subset of exactly ``sample_size`` of ``n`` records.
+
+    Source: Wang, Balle & Kasiviswanathan (2019), Thm 9 (RDP of sampling without replacement).
 
     Neighbouring relation: replace one record (``n`` is public).
     """
@@ -118,7 +126,7 @@ class SampledWithoutReplacementEvent(DpEvent):
 
 @dataclass(frozen=True)
 class SelfComposedEvent(DpEvent):
-    """``event`` run ``count`` times (adaptively)."""
+    """Lab utility: ``event`` run ``count`` times (adaptively)."""
 
     event: DpEvent
     count: int
@@ -130,7 +138,7 @@ class SelfComposedEvent(DpEvent):
 
 @dataclass(frozen=True)
 class ComposedEvent(DpEvent):
-    """The events in ``events`` run one after the other (adaptively)."""
+    """Lab utility: The events in ``events`` run one after the other (adaptively)."""
 
     events: tuple
 
@@ -143,7 +151,7 @@ class ComposedEvent(DpEvent):
 
 @dataclass(frozen=True)
 class EpsilonDeltaEvent(DpEvent):
-    """A step whose (ε, δ)-DP guarantee is given (e.g. report-noisy-min, ε-DP with δ=0)."""
+    """Lab utility: A step whose (ε, δ)-DP guarantee is given (e.g. report-noisy-min, ε-DP with δ=0)."""
 
     epsilon: float
     delta: float = 0.0
@@ -158,12 +166,12 @@ class EpsilonDeltaEvent(DpEvent):
 
 @dataclass(frozen=True)
 class NonPrivateEvent(DpEvent):
-    """The data was released without protection: ε = inf from now on."""
+    """Lab utility: The data was released without protection: ε = inf from now on."""
 
 
 @dataclass(frozen=True)
 class NoOpEvent(DpEvent):
-    """Nothing data-dependent happened (ε and δ unchanged)."""
+    """Lab utility: Nothing data-dependent happened (ε and δ unchanged)."""
 
 
 def _check_event(event, name: str) -> None:

@@ -127,6 +127,8 @@ def song_thm22_true_epsilon(epsilon, delta, steps=1) -> float:
 def song_thmD2_sigma(clip_norm, steps, epsilon, delta) -> float:
     """Song et al. Thm D.2 (local DP): σ² = 2 L² T log(1/δ) / ε², noise per user report.
 
+    Source: Song, Thakkar & Thakurta (2021), Thm D.2.
+
     Each user releases clip(∇ℓ(θ_t; d_i)) + N(0, σ²) at every step. NOTE (loose/wrong
     constant): under local DP a user's record may change arbitrarily, so the report's
     sensitivity is 2L (clip(g) − clip(g') can have norm 2L), not L; the formula is the
@@ -145,6 +147,8 @@ def song_thmD2_sigma(clip_norm, steps, epsilon, delta) -> float:
 
 def song_ldp_replace_one_noise_multiplier(sigma, clip_norm) -> float:
     """z = σ / (2L): a local report clip(g) + N(0, σ²) has sensitivity 2L (replace-one).
+
+    Source: Song, Thakkar & Thakurta (2021), Thm D.2 (local DP).
 
     Half of ``dpclip_lab.noise.song_ldp_sigma_to_noise_multiplier`` (σ / L, the
     per-example multiplier that ``dp_gd_ldp`` takes); the name says which relation.
@@ -203,6 +207,8 @@ def chen_thm4_sigma(clip_norm, steps, n, epsilon, delta, *, v) -> float:
 def dicesgd_thm23_sigma(clip_norm, steps, n, epsilon, delta, *, v) -> float:
     """DiceSGD Thm 2.3 (Abadi's Thm 1 for DPSGD-GC): σ² ≥ v C² T log(1/δ)/(N² ε²).
 
+    Source: Zhang et al. (2024), Thm 2.3 (= Abadi et al. (2016), Thm 1).
+
     Same statement as :func:`chen_thm4_sigma` (σ on the averaged mini-batch gradient,
     Alg. 1 of [004]); the constants u, v are unspecified in the paper.
 
@@ -216,6 +222,8 @@ def dicesgd_thm23_sigma(clip_norm, steps, n, epsilon, delta, *, v) -> float:
 @finite_result()
 def abadi_implied_constant(sample_rate, steps, epsilon, delta, accountant="rdp") -> float:
     """Smallest c2 in Abadi's Thm 1 that the exact accountant certifies at these settings.
+
+    Source: Abadi et al. (2016), Thm 1.
 
     c2 = z* ε / (q √(T log(1/δ))) with z* = ``get_noise_multiplier(...)``. Chen's and
     DiceSGD's v is c2².
@@ -247,6 +255,8 @@ def wang_lemma2_sigma(sensitivity, epsilon, delta) -> float:
 def wang_output_perturbation_sigma(delta_sgd, epsilon, delta) -> float:
     """Alg. 1 (DP-SGD-Output) line 12: σ² = 2 log(2.5/δ) Δ² / ε² (Lemma 2 at δ/2).
 
+    Source: Wang, Lei, Ying & Zhang (2022), Alg. 1 line 12 and Lemma 2.
+
     ``delta_sgd`` is the UAS bound Δ_SGD(δ/2) of Thm 7 (:func:`wang_delta_sgd`), which
     holds with probability 1 − δ/2; the other δ/2 goes to the Gaussian mechanism.
     Inherits Lemma 2's ε < 1 restriction, which the paper does not state for Alg. 1.
@@ -258,6 +268,8 @@ def wang_output_perturbation_sigma(delta_sgd, epsilon, delta) -> float:
 @finite_result()
 def wang_delta_sgd(*, steps, n, eta, alpha, L, M, gamma, R=None, C_alpha=None) -> float:
     """Wang et al. Thm 7: high-probability uniform argument stability Δ_SGD(γ) of SGD.
+
+    Source: Wang, Lei, Ying & Zhang (2022), Thm 7.
 
     Δ² = e · ( c_{α,2}² T η^{2/(1−α)} + 4 G² η² (1 + (T/n)(1 + c_{γ,T})) (T/n)(1 + c_{γ,T}) ),
     c_{γ,T} = max{√(3n log(n/γ)/T), 3n log(n/γ)/T}, c_{α,2}² = (1−α)/(1+α) (2^{−α}L)^{2/(1−α)}
@@ -307,6 +319,8 @@ def wang_delta_sgd(*, steps, n, eta, alpha, L, M, gamma, R=None, C_alpha=None) -
 def wang_lemma3_conditions(sample_rate, noise_multiplier, order) -> bool:
     """Validity of Lemma 3: z² ≥ 0.67 and λ − 1 ≤ (2z²/3) log(1/(λ p (1 + z²))).
 
+    Source: Wang, Lei, Ying & Zhang (2022), Lemma 3.
+
     z = σ/Δ (replace-one sensitivity Δ); p = sampling-without-replacement rate.
     """
     p = check_probability(sample_rate, "sample_rate")
@@ -345,6 +359,8 @@ def wang_lemma3_rdp(sample_rate, noise_multiplier, order, *, check=True) -> floa
 def wang_thm11_sigma(grad_bound, steps, n, epsilon, delta, beta) -> float:
     """Alg. 2 (DP-SGD-Gradient) line 3: σ² = 14 G² T λ / (β n² ε), λ = log(1/δ)/((1−β)ε) + 1.
 
+    Source: Wang, Lei, Ying & Zhang (2022), Alg. 2 line 3 and Thm 11.
+
     G = M + L R^α bounds every gradient, so the per-step sensitivity (replace-one,
     batch of 1) is 2G. Lemma 3 with p = 1/n then gives (λ, βε/T)-RDP per step, βε in
     total, and the classic conversion (Mironov Prop. 3) gives (ε, δ)-DP — *if* the
@@ -368,6 +384,8 @@ def wang_thm11_sigma(grad_bound, steps, n, epsilon, delta, beta) -> float:
 def wang_thm11_conditions(sigma, grad_bound, n, epsilon, delta, beta) -> bool:
     """Conditions (32)–(33) of Thm 11 at λ = log(1/δ)/((1−β)ε) + 1.
 
+    Source: Wang, Lei, Ying & Zhang (2022), Thm 11, conditions (32)–(33).
+
     (32) σ²/(4G²) ≥ 0.67;  (33) λ − 1 ≤ σ²/(6G²) · log(n / (λ (1 + σ²/(4G²)))).
     These are Lemma 3's conditions with Δ = 2G, p = 1/n.
     """
@@ -389,7 +407,10 @@ def wang_remark4_betas(grid=999) -> np.ndarray:
     """The β candidates of Remark 4's search: an even grid of (0, 1) (``grid`` interior
     points) joined with a geometric grid from 1e-9 to its first point — at large ε only
     very small β satisfy condition (32), and an even grid alone misses them (it finds no
-    β at n = 426, ε ≥ 20 although some exist)."""
+    β at n = 426, ε ≥ 20 although some exist).
+
+    Source: Wang, Lei, Ying & Zhang (2022), Remark 4.
+    """
     grid = check_int(grid, "grid", minimum=1)
     if grid > 10 ** 7:
         raise ValueError(f"grid must be at most 10**7 (a {grid}-point grid does not fit in memory), got {grid}")
@@ -399,6 +420,8 @@ def wang_remark4_betas(grid=999) -> np.ndarray:
 
 def wang_remark4_beta(grad_bound, steps, n, epsilon, delta, *, grid=999):
     """Remark 4's β search: among β ∈ (0, 1) meeting Thm 11's conditions, the one closest to 1/2.
+
+    Source: Wang, Lei, Ying & Zhang (2022), Remark 4 and Thm 11.
 
     β runs over :func:`wang_remark4_betas` (an even grid of (0, 1) and a geometric grid
     near 0), nearest to 1/2 first (the lower of two equally near points first); the
@@ -445,6 +468,8 @@ def wang_remark4_beta(grad_bound, steps, n, epsilon, delta, *, grid=999):
 def wang_lemma13_epsilon_threshold(n) -> float:
     """Lemma 13 / Fig. 1: with T = n, δ = 1/n², β exists if ε ≥ (7(n^{1/3}−1) + 4 n log n + 7) / (2n(n^{1/3}−1)).
 
+    Source: Wang, Lei, Ying & Zhang (2022), Lemma 13 and Fig. 1.
+
     Requires n ≥ 18.
     NOTE (the lemma is not sufficient for small n): for n = 18 to 43 the smallest ε
     at which some β satisfies Thm 11's conditions lies *above* this threshold, so at the
@@ -458,6 +483,8 @@ def wang_lemma13_epsilon_threshold(n) -> float:
 
 def wang_replace_one_sigma_to_noise_multiplier(sigma, grad_bound) -> float:
     """z = σ / (2G): Wang's σ (noise on ONE gradient bounded by G, replace-one Δ = 2G).
+
+    Source: Wang, Lei, Ying & Zhang (2022), Alg. 2 line 6 and the proof of Thm 11.
 
     Use with ``SampledWithoutReplacementEvent(n, 1, GaussianEvent(z))`` (i_t ∼ Unif[n]).
     Half of ``dpclip_lab.noise.wang_sigma_to_noise_multiplier`` (σ / G, the lab's
@@ -484,6 +511,8 @@ def _dicesgd_gbar(C1, C2, G_prime) -> float:
 @finite_result()
 def dicesgd_thm38_sigma(C1, C2, G_prime, steps, N, epsilon, delta) -> float:
     """DiceSGD Thm 3.8 / A.4 as printed: σ1² ≥ 32 T (C1² + 2 min{C2², G′²}) log(1/δ) / (N² ε²).
+
+    Source: Zhang et al. (2024), Thm 3.8 / Thm A.4.
 
     THE PAPER'S CLAIM, NOT A GUARANTEE. The theorem does not hold in the worst case:
     the error-feedback term ``clip(e_t, C2)`` has sensitivity up to ``2 C2`` every
@@ -526,6 +555,8 @@ def dicesgd_thm38_sigma(C1, C2, G_prime, steps, N, epsilon, delta) -> float:
 def dicesgd_thm38_epsilon(sigma1, C1, C2, G_prime, steps, N, delta) -> float:
     """DiceSGD Thm 3.8 solved for ε: ε = √(32 T Ḡ log(1/δ)) / (N σ1), Ḡ = C1² + 2 min{C2², G′²}.
 
+    Source: Zhang et al. (2024), Thm 3.8.
+
     The inverse of :func:`dicesgd_thm38_sigma` (``inf`` for σ1 = 0; ``G_prime=None``
     as there): THE PAPER'S CLAIMED ε, NOT A GUARANTEE (see there).
     ``DiceSGDResult.paper_claimed_epsilon`` uses it; ``DiceSGDResult.epsilon`` is
@@ -548,6 +579,8 @@ def dicesgd_thm38_epsilon(sigma1, C1, C2, G_prime, steps, N, delta) -> float:
 def dicesgd_alg4_sigma(steps, N, epsilon, delta, clip_norm=1.0) -> float:
     """Automatic DiceSGD (Alg. 4): C1 = C2 = C, σ = √(96 T log(1/δ)) C / (N ε).
 
+    Source: Zhang et al. (2024), Alg. 4 and Thm 3.8.
+
     Thm 3.8 with min{C², G′²} ≤ C² (Ḡ ≤ 3C², 32·3 = 96); Alg. 4 uses C = 1 and lets
     the learning rate absorb C. Inherits Thm 3.8's constant issue.
 
@@ -563,7 +596,10 @@ def dicesgd_alg4_sigma(steps, N, epsilon, delta, clip_norm=1.0) -> float:
 
 
 def dicesgd_sigma_to_noise_multiplier(sigma1, batch_size, C1) -> float:  # noqa: D401
-    """z = σ1 B / C1: ``dpclip_lab.noise.dice_sigma_to_noise_multiplier`` in this module's names."""
+    """z = σ1 B / C1: ``dpclip_lab.noise.dice_sigma_to_noise_multiplier`` in this module's names.
+
+    Source: Zhang et al. (2024), Alg. 1–2 line 6.
+    """
     return _dice_sigma_to_noise_multiplier(check_nonnegative(sigma1, "sigma1"),
                                            batch_size=check_positive(batch_size, "batch_size"),
                                            clip_norm=check_positive(C1, "C1"))
@@ -589,6 +625,8 @@ def dicesgd_proof_rdp(order, sigma1, steps, N, C1, C2, G_prime):
 @finite_result()
 def dicesgd_proof_epsilon(sigma1, steps, N, C1, C2, G_prime, delta) -> float:
     """ε from :func:`dicesgd_proof_rdp` and Lemma A.6, optimized over α > 1 in closed form.
+
+    Source: Zhang et al. (2024), App. A.2 (the proof's RDP bound) and Lemma A.6.
 
     ε = a + 2√(a log(1/δ)), a = 16 T Ḡ/(σ1² N²) (at α − 1 = √(log(1/δ)/a)).
     """

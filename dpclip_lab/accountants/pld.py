@@ -58,7 +58,7 @@ _MAX_GRID = 1 << 19          # points of one step's discretized loss (memory: ~4
 
 
 class PLDFallbackWarning(UserWarning):
-    """The PLD accountant could not certify a finite ε on its grid and reports another bound.
+    """Lab utility: The PLD accountant could not certify a finite ε on its grid and reports another bound.
 
     Raised (as a warning) when the FFT composition gives ε = inf — its float error
     bound or the infinite-loss mass exceeds δ (tiny δ, very long runs) — and the
@@ -300,6 +300,8 @@ class _TooFine(Exception):
 
 class PLDAccountant:
     """Tight accountant: privacy-loss distributions, connect-the-dots, FFT composition.
+
+    Source: Zhu, Dong & Wang (2022), Prop. 30 (the Gaussian's privacy loss), composed by FFT as in Koskela, Jälkö & Honkela (2020) and Gopi, Lee & Wutschitz (2021).
 
     Same interface as :class:`~dpclip_lab.accountants.RDPAccountant`: ``compose(event,
     count)`` then ``get_epsilon(delta)`` / ``get_delta(epsilon)``.

@@ -45,6 +45,8 @@ def event_noise_multiplier(sampling: str, noise_multiplier: float, gradient_nois
                            count_noise_std: float) -> float:
     """The multiplier of one step's (gradient, count) Gaussian pair under ``sampling``'s relation.
 
+    Source: Andrew et al. (2021), Thm 1.
+
     ``z`` itself where the centered count has sensitivity ½ relative to the scheme's
     gradient sensitivity (add/remove; replace-one is halved by the scheme's event);
     ``(z_Δ⁻² + σ_b⁻²)^{-1/2}`` for ``"shuffle"`` (zero-out: count sensitivity 1).
@@ -57,7 +59,10 @@ def event_noise_multiplier(sampling: str, noise_multiplier: float, gradient_nois
 
 @dataclass(repr=False)
 class AdaptiveClippingResult(DPResult):
-    """DP-SGD with adaptive clipping; ``dp_event()`` uses ``extra["event_noise_multiplier"]``."""
+    """DP-SGD with adaptive clipping; ``dp_event()`` uses ``extra["event_noise_multiplier"]``.
+
+    Source: Andrew et al. (2021), Thm 1 (the privacy of the quantile-tracking run).
+    """
 
     def dp_event(self):
         return sampling_event(self.sampling, noise_multiplier=self.extra["event_noise_multiplier"],
@@ -65,7 +70,10 @@ class AdaptiveClippingResult(DPResult):
 
 
 def default_count_noise_std(batch_size, noise_multiplier) -> float:
-    """σ_b = ``max(b/20, z)`` (0 without noise): Andrew et al. suggest b/20; it must exceed z/2."""
+    """σ_b = ``max(b/20, z)`` (0 without noise): Andrew et al. suggest b/20; it must exceed z/2.
+
+    Source: Andrew et al. (2021), Thm 1 (σ_b must exceed z/2).
+    """
     z = check_nonnegative(noise_multiplier, "noise_multiplier")
     return max(check_positive(batch_size, "batch_size") / 20.0, z) if z else 0.0
 
@@ -75,6 +83,8 @@ def dp_sgd_adaptive_clipping(grad_fn, theta0, *, n, steps, lr, initial_clip_norm
                              count_noise_std=None, optimizer="sgd", project=None, average=False, seed=None,
                              keep_iterates=True, progress=None, callback=None) -> DPResult:
     """DP-SGD with adaptive quantile clipping (Andrew et al. 2021).
+
+    Source: Andrew et al. (2021), Thm 1.
 
     Parameters
     ----------

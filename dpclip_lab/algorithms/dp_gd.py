@@ -60,6 +60,8 @@ def dp_gd(grad_fn, theta0, *, n, steps, lr, clip_norm, noise_multiplier, project
 class LDPResult(DPResult):
     """Result of DP-GD_LDP: central and local privacy records.
 
+    Source: Song, Thakkar & Thakurta (2021), App. D (DP-GD_LDP) and Thm D.2.
+
     Central accounting depends on the neighbouring relation. Every example adds
     its own noise, so under add/remove the *number* of noise draws changes with
     the data set: the two released sums are Gaussians with different covariances

@@ -37,6 +37,8 @@ __all__ = ["dp_sgd_gradient_perturbation", "gradient_noise_std", "thm11_conditio
 def thm11_conditions(beta, *, epsilon, delta, steps, n, gradient_bound):
     """σ and whether Thm 11's two RDP conditions hold at ``beta`` (Wang et al.).
 
+    Source: Wang, Lei, Ying & Zhang (2022), Thm 11, conditions (32)–(33).
+
     ``(paper_bounds.wang_thm11_sigma(...), paper_bounds.wang_thm11_conditions(...))``
     with the algorithm's keyword names.
     """
@@ -46,6 +48,8 @@ def thm11_conditions(beta, *, epsilon, delta, steps, n, gradient_bound):
 
 def gradient_noise_std(*, epsilon, delta, steps, n, gradient_bound, grid: int = 9999):
     """Remark 4: the feasible β closest to 1/2 on a grid of (0, 1), and its σ.
+
+    Source: Wang, Lei, Ying & Zhang (2022), Remark 4 and Thm 11.
 
     Returns ``(sigma, beta)`` — :func:`dpclip_lab.accountants.paper_bounds.wang_remark4_beta`
     (which returns ``(beta, sigma)``) with the algorithm's keyword names. Raises
@@ -65,6 +69,8 @@ def dp_sgd_gradient_perturbation(grad_fn, theta0, *, n, steps, lr, epsilon, delt
                                  feature_bound=None, label_bound=None, seed=None, keep_iterates=True,
                                  progress=None) -> DPResult:
     """DP-SGD-Gradient (Wang, Lei, Ying, Zhang, Alg. 2; Thm 11, Remark 4).
+
+    Source: Wang, Lei, Ying & Zhang (2022), Alg. 2, Thm 11 and Remark 4.
 
     Parameters
     ----------

@@ -63,6 +63,8 @@ def uas_bound(*, alpha, holder_constant, grad_at_zero, lr, steps, n, gamma, radi
               sup_loss_at_zero=None) -> float:
     """Δ_SGD(γ) (unbounded domain) or Δ̃_SGD(γ) (ball of radius R) of Wang et al. Thm 7.
 
+    Source: Wang, Lei, Ying & Zhang (2022), Thm 7.
+
     With probability ≥ 1 − γ over the sampled indices, two SGD runs (T steps,
     constant step η) on neighbouring datasets end at averages within this distance::
 
@@ -142,6 +144,8 @@ def output_noise_std(sensitivity, epsilon, delta, calibration="analytic") -> flo
 def holder_constants(grad_fn, holder=None, radius=None, *, feature_bound=None, label_bound=None):
     """(α, L, M) from an explicit tuple or a GLProblem's domain bounds; plus ``sup ℓ(0; z)`` if known.
 
+    Source: Wang, Lei, Ying & Zhang (2022), eq. (1) (the α-Hölder constants L and M of the loss).
+
     For a GLProblem without ``holder``, ``feature_bound`` (and ``label_bound`` for
     regression losses) is required: :meth:`dpclip_lab.GLProblem.holder`.
     """
@@ -166,7 +170,10 @@ def holder_constants(grad_fn, holder=None, radius=None, *, feature_bound=None, l
 
 @dataclass(repr=False)
 class OutputPerturbationResult(DPResult):
-    """Result of Wang et al. Alg. 1: ``theta`` is the noisy average."""
+    """Result of Wang et al. Alg. 1: ``theta`` is the noisy average.
+
+    Source: Wang, Lei, Ying & Zhang (2022), Alg. 1.
+    """
 
     epsilon: float = 0.0
     delta: float = 0.0
@@ -182,6 +189,8 @@ def dp_sgd_output_perturbation(grad_fn, theta0, *, n, steps, lr, epsilon, delta,
                                calibration="analytic", seed=None, keep_iterates=True,
                                progress=None) -> OutputPerturbationResult:
     """DP-SGD-Output (Wang, Lei, Ying, Zhang, Alg. 1; Thm 7–8).
+
+    Source: Wang, Lei, Ying & Zhang (2022), Alg. 1, Thm 7–8.
 
     Parameters
     ----------

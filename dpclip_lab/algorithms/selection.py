@@ -40,7 +40,10 @@ __all__ = ["select_stationary_iterate", "SelectionResult", "clipped_gradient_nor
 
 @dataclass(repr=False)
 class SelectionResult(DPResult):
-    """A DP-GD result whose ``theta`` is the privately selected iterate."""
+    """A DP-GD result whose ``theta`` is the privately selected iterate.
+
+    Source: Song, Thakkar & Thakurta (2021), Thm 4.2 (private selection of a stationary iterate).
+    """
 
     selection_epsilon: float = 0.0
     base: DPResult | None = None
@@ -54,6 +57,8 @@ class SelectionResult(DPResult):
 def clipped_gradient_norms(grad_fn, thetas: torch.Tensor, *, n: int, clip_norm, projector=None,
                            chunk: int = 256) -> torch.Tensor:
     """``‖(1/n) Σ_i clip(∇ℓ_i(θ), C)‖_M`` for each row of ``thetas [K, p]``, batched in chunks.
+
+    Source: Song, Thakkar & Thakurta (2021), Thm 4.2 (the score of the private selection).
 
     ``clip_norm`` is a float or a tensor ``[K]``.
     """

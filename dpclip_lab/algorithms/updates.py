@@ -18,7 +18,10 @@ __all__ = ["SGD", "Adam", "make_update", "project_l2_ball", "project_interval"]
 
 
 class SGD:
-    """``θ ← θ − η d`` (Song et al. Alg. 1; Chen et al. eq. (3), (8); DiceSGD Alg. 1–2)."""
+    """``θ ← θ − η d`` (Song et al. Alg. 1; Chen et al. eq. (3), (8); DiceSGD Alg. 1–2).
+
+    Source: Song, Thakkar & Thakurta (2021), Alg. 1; Chen, Wu & Hong (2020), eq. (3); Zhang et al. (2024), Alg. 1.
+    """
 
     name = "sgd"
 
@@ -58,7 +61,7 @@ class Adam:
 
 
 def make_update(optimizer):
-    """``"sgd"``, ``"adam"`` or an object with ``init_state``/``step``."""
+    """Lab utility: ``"sgd"``, ``"adam"`` or an object with ``init_state``/``step``."""
     if optimizer == "sgd":
         return SGD()
     if optimizer == "adam":
@@ -70,6 +73,8 @@ def make_update(optimizer):
 
 def project_l2_ball(radius: float, center=None):
     """``Π(θ) = c + (θ − c) min(1, R / ‖θ − c‖)``: projection onto the ℓ2 ball of radius R.
+
+    Source: Song, Thakkar & Thakurta (2021), Alg. 1 (the projection Π onto the constraint set).
 
     Returns a callable ``θ[..., p] -> θ[..., p]`` (Song et al. Alg. 1 with
     ``C = B(0, R)``; Wang et al. Alg. 1–2 with ``W = B(0, R)``).
@@ -92,7 +97,10 @@ def project_l2_ball(radius: float, center=None):
 
 
 def project_interval(low: float, high: float):
-    """``Π(θ) = clamp(θ, low, high)`` coordinate-wise (e.g. ``[0, 8L]`` of Song et al. Thm B.4)."""
+    """``Π(θ) = clamp(θ, low, high)`` coordinate-wise (e.g. ``[0, 8L]`` of Song et al. Thm B.4).
+
+    Source: Song, Thakkar & Thakurta (2021), Thm B.4.
+    """
     lo = check_interval(low, "low", -math.inf, math.inf)     # ±inf allowed (an open side); NaN is not
     hi = check_interval(high, "high", -math.inf, math.inf)
     if not lo <= hi:
