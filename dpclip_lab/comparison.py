@@ -4,19 +4,18 @@ A *method* here is one of the lab's algorithms with its hyperparameters and —
 the point of this module — its noise **calibrated to the same (ε, δ)** with the
 tightest accountant that is *valid for that method*:
 
-=========================  ==============================================  =====================================
-method key                 algorithm                                       noise and accountant
-=========================  ==============================================  =====================================
-``"dp_sgd"``               DP-SGD / DPSGD-GC, clip at C                     Poisson-subsampled Gaussian, PLD
-``"automatic"``            normalization to C (Bu et al. 2023)             same event as DP-SGD (‖ĝ_i‖ = C), PLD
-``"pre_clip"``             pre-clip perturbation (Chen et al. §5)          same event as DP-SGD, PLD
-``"adaptive"``             quantile clipping (Andrew et al. 2021)          DP-SGD's event with the *total* z, PLD
-``"dice_sgd"``             DiceSGD, C1 = C2 = C (Zhang et al. Alg. 2)       T-fold Gaussian, sensitivity C1/B + 2 C2,
-                                                                           no amplification (the privacy-safety fix)
-``"automatic_dice_sgd"``   automatic DiceSGD (Alg. 4)                      as DiceSGD with C1 = C2 = C
-``"output_perturbation"``  Wang et al. Alg. 1 (convex, Lipschitz GLPs)     its own UAS calibration (Thm 7–8)
-``"gradient_perturbation"`` Wang et al. Alg. 2 (convex, Lipschitz GLPs)     its own RDP calibration (Thm 11)
-=========================  ==============================================  =====================================
+===========================  ==============================================  =====================================
+method key                   algorithm                                       noise and accountant
+===========================  ==============================================  =====================================
+``"dp_sgd"``                 DP-SGD / DPSGD-GC, clip at C                     Poisson-subsampled Gaussian, PLD
+``"automatic"``              normalization to C (Bu et al. 2023)             same event as DP-SGD (‖ĝ_i‖ = C), PLD
+``"pre_clip"``               pre-clip perturbation (Chen et al. §5)          same event as DP-SGD, PLD
+``"adaptive"``               quantile clipping (Andrew et al. 2021)          DP-SGD's event with the *total* z, PLD
+``"dice_sgd"``               DiceSGD, C1 = C2 = C (Zhang et al. Alg. 2)       T-fold Gaussian, sensitivity C1/B + 2 C2, no amplification
+``"automatic_dice_sgd"``     automatic DiceSGD (Alg. 4)                      as DiceSGD with C1 = C2 = C
+``"output_perturbation"``    Wang et al. Alg. 1 (convex, Lipschitz GLPs)     its own UAS calibration (Thm 7–8)
+``"gradient_perturbation"``  Wang et al. Alg. 2 (convex, Lipschitz GLPs)     its own RDP calibration (Thm 11)
+===========================  ==============================================  =====================================
 
 Each method is run over a grid of clip norms × seeds as **one batched tensor
 program** on a generalized linear problem (the lab's O(np) GLP oracle), twice:
@@ -25,13 +24,13 @@ that the final excess risk splits into a *bias part* (what the noise-free
 algorithm leaves) and a *noise part* (the rest). The wall-clock time of the
 private sweep is recorded per run.
 
-Functions
----------
-:func:`skewed_problem`   DiceSGD App. B.1's constant-bias data, replicated to n examples.
-:func:`calibrate`        the noise multiplier z of a method at (ε, δ), with the accountant used.
-:func:`sweep`            one method over clip norms × seeds (private and noise-free).
-:func:`compare`          several methods on one problem: a dict of :class:`MethodSweep`.
-:func:`summary_rows`     a narrow table of the results (best C, spread, bias/noise parts, time).
+The module's functions:
+
+* :func:`skewed_problem` — DiceSGD App. B.1's constant-bias data, replicated to n examples.
+* :func:`calibrate` — the noise multiplier z of a method at (ε, δ), with the accountant used.
+* :func:`sweep` — one method over clip norms × seeds (private and noise-free).
+* :func:`compare` — several methods on one problem: a dict of :class:`MethodSweep`.
+* :func:`summary_rows` — a narrow table of the results (best C, spread, bias/noise parts, time).
 
 References
 ----------
