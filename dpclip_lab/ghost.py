@@ -444,6 +444,9 @@ class ModuleOracle(CallableOracle):
     def __init__(self, model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: torch.Tensor,
                  mode: str = "auto"):
         from .training import module_grad_fn
+        if len(inputs) != len(targets):
+            raise ValueError(f"targets must have one entry per input: inputs has {len(inputs)} rows, "
+                             f"targets {len(targets)}")
         super().__init__(module_grad_fn(model, loss_fn, inputs, targets))
         if mode not in ("auto", "ghost", "materialize"):
             raise ValueError(f"per_example must be 'auto', 'ghost' or 'materialize', got {mode!r}")

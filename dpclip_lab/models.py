@@ -60,7 +60,11 @@ class CharVocab:
     """Lab utility: characters ↔ integer ids (id 0 is padding)."""
 
     def __init__(self, texts):
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of strings, not one string")
         chars = sorted({ch for t in texts for ch in t})
+        if not chars:
+            raise ValueError("texts must hold at least one character (the vocabulary would be empty)")
         self.itos = ["\0"] + chars
         self.stoi = {ch: i for i, ch in enumerate(self.itos)}
 
@@ -130,8 +134,15 @@ class CharModel(nn.Module):
 
 
 def sequence_loss(logits, ids):
-    """Lab utility: mean next-character cross-entropy of each sequence, padding ignored; a scalar for the batch."""
+    """Lab utility: mean next-character cross-entropy of each sequence, padding ignored; a scalar for the batch.
+
+    A sequence of padding only has no target and gives NaN (no data-dependent check here: the
+    function runs under ``torch.func.vmap`` for per-example gradients).
+    """
     if logits.dim() == 2:
         logits, ids = logits.unsqueeze(0), ids.unsqueeze(0)
+    if logits.dim() != 3 or ids.shape != logits.shape[:2]:
+        raise ValueError(f"logits must be [batch, length, vocab] and ids [batch, length] with the same batch and "
+                         f"length, got {tuple(logits.shape)} and {tuple(ids.shape)}")
     pred, target = logits[:, :-1], ids[:, 1:]
     return nn.functional.cross_entropy(pred.reshape(-1, pred.shape[-1]), target.reshape(-1), ignore_index=0)
