@@ -89,6 +89,21 @@ def _per_run(value, runs, like, name, allow_none=False):
     return c
 
 
+def _check_pre_clip_std(pre_clip_std):
+    """Lab utility: validate k of Chen, Wu & Hong (2020) §5 eq. (11): a float in [0, inf) or a
+    1-D tensor of such values (one per run); returns a float or a float64 tensor ``[R]``."""
+    if isinstance(pre_clip_std, torch.Tensor) and pre_clip_std.dim() > 0 and pre_clip_std.numel() != 1:
+        if pre_clip_std.dim() != 1 or pre_clip_std.is_complex() or pre_clip_std.dtype == torch.bool:
+            raise ValueError(f"pre_clip_std must be a float or a 1-D tensor [R] of values in [0, inf), "
+                             f"got a tensor of shape {tuple(pre_clip_std.shape)} and dtype {pre_clip_std.dtype}")
+        k = pre_clip_std.detach().to(torch.float64)
+        if not bool((torch.isfinite(k) & (k >= 0)).all()):
+            bad = k[~(torch.isfinite(k) & (k >= 0))][0].item()
+            raise ValueError(f"pre_clip_std must lie in [0, inf) in every run, got {bad!r}")
+        return k
+    return check_nonnegative(pre_clip_std, "pre_clip_std")
+
+
 class GaussianPrivatizer:
     """Clip, (perturb,) sum, add Gaussian noise, divide by the expected batch size.
 
@@ -99,7 +114,7 @@ class GaussianPrivatizer:
         ``noise_multiplier`` must be 0.
     noise_multiplier : float
         ``z``: noise ``N(0, (zC)² I)`` on the sum (Abadi et al. 2016).
-    pre_clip_std : float
+    pre_clip_std : float or Tensor[R]
         ``k`` of Chen et al. (2020) eq. (11): ``g_i + k ζ_i`` is clipped, ``ζ_i ~ N(0, I)``.
         Not a privacy mechanism by itself.
     normalize : bool
@@ -114,7 +129,7 @@ class GaussianPrivatizer:
                  stability=0.0, local=False):
         self.clip_norm = clip_norm
         self.noise_multiplier = check_nonnegative(noise_multiplier, "noise_multiplier")
-        self.pre_clip_std = check_nonnegative(pre_clip_std, "pre_clip_std")
+        self.pre_clip_std = _check_pre_clip_std(pre_clip_std)  # a float, or one k per run (tensor [R])
         self.normalize = bool(normalize)
         self.stability = check_nonnegative(stability, "stability")
         self.local = bool(local)

@@ -11,28 +11,13 @@ from __future__ import annotations
 
 import torch
 
-from .._validation import check_int, check_nonnegative
+from .._validation import check_int
 from ..privatizers import GaussianPrivatizer
 from ..sampling import make_sampler
 from .loop import DPResult, finish, run
 from .oracles import GLPOracle, as_oracle, has_pre_clip
 
 __all__ = ["dp_sgd", "check_n"]
-
-
-def _check_pre_clip_std(pre_clip_std):
-    """Lab utility: validate k of Chen, Wu & Hong (2020) §5 eq. (11): a float in [0, inf) or a
-    1-D tensor of such values (one per run); returns a float or a float64 tensor ``[R]``."""
-    if isinstance(pre_clip_std, torch.Tensor) and pre_clip_std.dim() > 0 and pre_clip_std.numel() != 1:
-        if pre_clip_std.dim() != 1 or pre_clip_std.is_complex() or pre_clip_std.dtype == torch.bool:
-            raise ValueError(f"pre_clip_std must be a float or a 1-D tensor [R] of values in [0, inf), "
-                             f"got a tensor of shape {tuple(pre_clip_std.shape)} and dtype {pre_clip_std.dtype}")
-        k = pre_clip_std.detach().to(torch.float64)
-        if not bool((torch.isfinite(k) & (k >= 0)).all()):
-            bad = k[~(torch.isfinite(k) & (k >= 0))][0].item()
-            raise ValueError(f"pre_clip_std must lie in [0, inf) in every run, got {bad!r}")
-        return k
-    return check_nonnegative(pre_clip_std, "pre_clip_std")
 
 
 def check_n(n, grad_fn) -> int:
@@ -103,11 +88,9 @@ def dp_sgd(grad_fn, theta0, *, n, steps, lr, clip_norm, noise_multiplier, batch_
     """
     n = check_n(n, grad_fn)
     sampler = make_sampler(sampling, n, batch_size)
-    k = _check_pre_clip_std(pre_clip_std)
-    privatizer = GaussianPrivatizer(clip_norm, noise_multiplier, pre_clip_std=0.0 if isinstance(k, torch.Tensor) else k,
+    privatizer = GaussianPrivatizer(clip_norm, noise_multiplier, pre_clip_std=pre_clip_std,
                                     normalize=normalize, stability=stability)
-    if isinstance(k, torch.Tensor):
-        privatizer.pre_clip_std = k  # one k per run: the oracle broadcasts it over the runs dim
+    k = privatizer.pre_clip_std
     traj = run(grad_fn, theta0, steps=steps, lr=lr, sampler=sampler, privatizer=privatizer,
                update=optimizer, project=project, average=average, seed=seed,
                keep_iterates=keep_iterates, progress=progress, callback=callback)
