@@ -426,6 +426,26 @@ BINDER_URL_ENV = "DPCLIP_BINDER_URL"
 BOOK_ROOT_ENV = "DPCLIP_BOOK_ROOT"
 
 
+def _initial_value(control):
+    """The value ``ipywidgets.interactive`` starts a control at, without creating a widget."""
+    import numbers
+
+    import ipywidgets as widgets
+    from ipywidgets.widgets.interaction import _get_min_max_value
+
+    if isinstance(control, (widgets.Widget, widgets.fixed)):
+        return control.value
+    if isinstance(control, tuple) and 2 <= len(control) <= 3 and all(isinstance(v, numbers.Real) for v in control):
+        lo, hi, *step = control
+        return _get_min_max_value(lo, hi, step=step[0] if step else None)[2]
+    if isinstance(control, (list, tuple)) and control:  # options: the first, or the value of a (label, value) pair
+        first = control[0]
+        return first[1] if isinstance(first, tuple) and len(first) == 2 else first
+    if isinstance(control, dict) and control:
+        return next(iter(control.values()))
+    return control
+
+
 def _control_name(key: str, control) -> str:
     desc = getattr(control, "description", "") or ""
     return str(desc).rstrip(": ").strip() or key
@@ -485,8 +505,10 @@ def live(fn: Callable[..., go.Figure], *, note: bool = True, **controls):
     ipywidgets.VBox
         The note, the controls and an ``Output`` showing the figure (displayed
         with :class:`BookRenderer`). While the book is built (``DPCLIP_HTML_ONLY=1``)
-        it returns :func:`live_placeholder` instead, and ``fn`` is not called: a
-        widget with no kernel behind it would look live and do nothing.
+        it returns :func:`live_placeholder` instead (a widget with no kernel behind it
+        would look live and do nothing), after calling ``fn`` once at the controls'
+        initial values and checking it returns a figure, so that a live control that
+        would fail in Jupyter fails the build.
 
     Notes
     -----
@@ -507,15 +529,23 @@ def live(fn: Callable[..., go.Figure], *, note: bool = True, **controls):
 
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    def _figure(**values):
+        fig = fn(**values)
+        if not isinstance(fig, go.Figure):
+            raise TypeError(f"fn must return a plotly Figure, got {type(fig).__name__}")
+        return fig
+
     if os.environ.get(HTML_ONLY_ENV) == "1" or os.environ.get(HEADLESS_ENV) == "1":
+        if os.environ.get(HEADLESS_ENV) != "1":
+            # The book build (and nbval, which runs in its environment) still draws the
+            # control's first figure once, unseen: a live control that would fail in
+            # Jupyter fails the build instead of reaching a reader.
+            _figure(**{k: _initial_value(c) for k, c in controls.items()})
         return live_placeholder([_control_name(k, c) for k, c in controls.items()
                                  if isinstance(c, widgets.Widget) or isinstance(c, (tuple, list))])
 
     def _draw(**values):
-        fig = fn(**values)
-        if not isinstance(fig, go.Figure):
-            raise TypeError(f"fn must return a plotly Figure, got {type(fig).__name__}")
-        display(fig)
+        display(_figure(**values))
 
     ui = widgets.interactive(_draw, **controls)
     for child in ui.children[:-1]:

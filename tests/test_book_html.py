@@ -1,9 +1,12 @@
 """The book as a reader sees it.
 
-1. Builds the book once per test session, exactly as ``make book`` does
-   (``jupyter-book build . --all -W --keep-going``: every notebook executed,
-   any warning or cell error fails). Set ``DPCLIP_REUSE_BUILD=1`` to test an
-   existing ``_build/html`` instead (for quick iterations after ``make book``).
+1. Builds the book once per test session as ``make book`` does
+   (``jupyter-book build . --all -W --keep-going``: any warning or cell error
+   fails), except that a chapter nbval has executed in this session is not executed
+   again: its outputs come from that run, made in the build's kernel environment
+   (``conftest.py`` at the root, ``_ext/reuse_executions.py``). Set
+   ``DPCLIP_REUSE_BUILD=1`` to test an existing ``_build/html`` instead (for quick
+   iterations after ``make book``).
 2. Checks the HTML for anything that would need the network at read time, the
    weight of every page (plotly and the widget embedder only where used), and
    graded use (no otter marker anywhere, downloads are student copies, solutions
@@ -39,6 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 HTML = ROOT / "_build" / "html"
 CHAPTER = "book/clipping_in_one_picture.html"
 BUILD_TIMEOUT_S = 25 * 60
+#: The output of the session's build (not written with DPCLIP_REUSE_BUILD=1).
+BUILD_LOG = ROOT / "_build" / "book-build.log"
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 #: Chromium's own services (update checks, accounts, time) that it contacts by
 #: itself despite the flags; they are not initiated by the page.
@@ -72,14 +77,15 @@ def _toc_files(toc=None) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def built_book() -> Path:
+def built_book(request) -> Path:
     if os.environ.get("DPCLIP_REUSE_BUILD") == "1" and (HTML / "index.html").is_file():
         return HTML
+    cache, _ = request.getfixturevalue("execution_cache")  # this session's nbval executions
     jb = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(ROOT), "--all", "-W", "--keep-going"]
     try:
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S,
-                              stdin=subprocess.DEVNULL)
+                              stdin=subprocess.DEVNULL, env={**os.environ, "DPCLIP_EXECUTION_CACHE": str(cache)})
     except subprocess.TimeoutExpired:
         pytest.fail(f"the book build took more than {BUILD_TIMEOUT_S} s")
     if proc.returncode != 0:
@@ -87,12 +93,30 @@ def built_book() -> Path:
         reports = "\n".join(p.read_text()[-3000:] for p in (ROOT / "_build/html/reports").rglob("*.log")) \
             if (ROOT / "_build/html/reports").is_dir() else ""
         pytest.fail(f"`{' '.join(cmd)}` failed (exit {proc.returncode}):\n{out}\n{reports}")
+    BUILD_LOG.write_text(proc.stdout + proc.stderr)
     return HTML
 
 
 def test_book_builds_with_warnings_as_errors(built_book):
     assert (built_book / "index.html").is_file()
     assert (built_book / CHAPTER).is_file()
+
+
+def test_the_build_reused_this_sessions_executions(built_book, execution_cache):
+    """Chapters nbval executed in this session are not executed again by the build; the others are."""
+    if os.environ.get("DPCLIP_REUSE_BUILD") == "1":
+        pytest.skip("DPCLIP_REUSE_BUILD=1: no build in this session")
+    _, reused = execution_cache
+    log = BUILD_LOG.read_text()
+    def docs(pattern):  # myst-nb names the notebook by its absolute path or its docname
+        names = re.findall(r"^(\S+?)(?:\.ipynb)?: " + pattern, log, re.M)
+        return {n[len(str(ROOT)) + 1:] if n.startswith(str(ROOT) + "/") else n for n in names}
+
+    executed, cached = docs("Executing notebook"), docs("Using cached notebook")
+    chapters = {str(Path(f).with_suffix("")) for f in _toc_files() if (ROOT / f).with_suffix(".ipynb").is_file()}
+    expected = {nb.relative_to(ROOT).with_suffix("").as_posix() for nb in reused}
+    assert cached == expected, f"reused {sorted(cached)}, expected {sorted(expected)}"
+    assert executed == chapters - expected
 
 
 def test_every_toc_page_is_built(built_book):

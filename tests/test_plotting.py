@@ -162,19 +162,31 @@ def test_torch_like_copies_read_only_arrays_without_warning():
 
 @pytest.mark.parametrize("env", [dp.HTML_ONLY_ENV, dp.HEADLESS_ENV])
 def test_live_is_a_placeholder_without_a_frontend(monkeypatch, env):
-    """In the static book and in headless runs (grading) live() draws no widget and does not call fn."""
+    """In the static book and in headless runs (grading) live() draws no widget; the book
+    build calls fn once at the initial values (a broken live control fails the build),
+    grading does not call it."""
     import ipywidgets as widgets
 
     monkeypatch.delenv(dp.HTML_ONLY_ENV, raising=False)
     monkeypatch.delenv(dp.HEADLESS_ENV, raising=False)
     monkeypatch.setenv(env, "1")
     calls = []
-    out = dp.live(lambda C: calls.append(C) or go.Figure(),
-                  C=widgets.FloatSlider(value=1.0, min=0.1, max=2.0, description="clip norm C"))
-    assert not calls
+    out = dp.live(lambda C, k, method, fixed_one: calls.append((C, k, method, fixed_one)) or go.Figure(),
+                  C=widgets.FloatSlider(value=1.5, min=0.1, max=2.0, description="clip norm C"),
+                  k=(0, 10), method=["dp_sgd", "dice_sgd"], fixed_one=widgets.fixed(7))
+    assert calls == ([(1.5, 5, "dp_sgd", 7)] if env == dp.HTML_ONLY_ENV else [])
     assert not isinstance(out, widgets.Widget)
     html = out._repr_html_()
     assert dp.LIVE_PLACEHOLDER_CLASS in html and "Binder" in html and "clip norm C" in html
+
+
+def test_live_control_that_fails_fails_the_build(monkeypatch):
+    monkeypatch.delenv(dp.HEADLESS_ENV, raising=False)
+    monkeypatch.setenv(dp.HTML_ONLY_ENV, "1")
+    with pytest.raises(TypeError, match="plotly Figure"):
+        dp.live(lambda C: None, C=(0.0, 1.0))
+    with pytest.raises(ZeroDivisionError):
+        dp.live(lambda C: 1 / 0, C=[("zero", 0.0)])
 
 
 def test_live_placeholder_links_binder_when_the_build_knows_the_repository(monkeypatch, tmp_path):

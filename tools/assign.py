@@ -186,7 +186,56 @@ def assign(master: Path, out: Path = DEFAULT_OUT, *, check: bool = False, glue_j
     result = (Path(out) / master.stem).resolve()
     if result.exists():
         shutil.rmtree(result)
-    result.mkdir(parents=True)
+    cached = _cached_assign(master, check)
+    if cached is not None and cached.is_dir():  # otter's output for this exact master, this session
+        shutil.copytree(cached, result)
+        log = (cached / "assign.log").read_text() if (cached / "assign.log").is_file() else ""
+    else:
+        result.mkdir(parents=True)
+        log = _otter_assign(master, result, check)
+        if cached is not None:
+            (result / "assign.log").write_text(log)
+            tmp = cached.with_name(cached.name + f".{os.getpid()}.tmp")
+            shutil.copytree(result, tmp)
+            try:
+                tmp.rename(cached)  # atomic; another process may have filled it first
+            except OSError:
+                shutil.rmtree(tmp, ignore_errors=True)
+    for sub in ("student", "autograder"):
+        nb_path = result / sub / master.name
+        if not nb_path.is_file():
+            raise SystemExit(f"otter assign wrote no {sub} notebook for {master}")
+        strip_book_markup(nb_path)
+    left = render_glue_into(result / "student" / master.name,
+                            glue_json if glue_json is not None else glue_json_for(master))
+    if left:
+        print(f"warning: {left} glue roles left in the student copy of {master.name} "
+              "(no book build to take the numbers from: run `make book` first)", file=sys.stderr)
+    (result / "assign.log").write_text(log)
+    return result
+
+
+#: Environment variable: a folder where :func:`assign` keeps otter's raw output per master
+#: (keyed by the master's bytes, otter's version and ``check``). ``make test`` sets it for one
+#: session (``conftest.py``), so the book build reuses what ``tests/test_assignments.py``
+#: assigned instead of running ``otter assign`` on every master again.
+ASSIGN_CACHE_ENV = "DPCLIP_ASSIGN_CACHE"
+
+
+def _cached_assign(master: Path, check: bool) -> Path | None:
+    root = os.environ.get(ASSIGN_CACHE_ENV)
+    if not root:
+        return None
+    import hashlib
+    from importlib.metadata import version
+
+    key = hashlib.sha256(master.read_bytes() + f"|otter {version('otter-grader')}|check={check}".encode())
+    Path(root).mkdir(parents=True, exist_ok=True)
+    return Path(root) / f"{master.stem}-{key.hexdigest()[:16]}"
+
+
+def _otter_assign(master: Path, result: Path, check: bool) -> str:
+    """Run ``otter assign`` (offline) into ``result``; return its output."""
     cmd = [sys.executable, "-m", "otter", "assign", "--no-pdfs", str(master), str(result)]
     if not check:
         cmd.insert(5, "--no-run-tests")
@@ -198,18 +247,7 @@ def assign(master: Path, out: Path = DEFAULT_OUT, *, check: bool = False, glue_j
         raise SystemExit(f"otter assign on {master} took more than {ASSIGN_TIMEOUT} s") from None
     if proc.returncode != 0:
         raise SystemExit(f"otter assign failed on {master}:\n{proc.stdout}\n{proc.stderr}")
-    for sub in ("student", "autograder"):
-        nb_path = result / sub / master.name
-        if not nb_path.is_file():
-            raise SystemExit(f"otter assign wrote no {sub} notebook for {master}")
-        strip_book_markup(nb_path)
-    left = render_glue_into(result / "student" / master.name,
-                            glue_json if glue_json is not None else glue_json_for(master))
-    if left:
-        print(f"warning: {left} glue roles left in the student copy of {master.name} "
-              "(no book build to take the numbers from: run `make book` first)", file=sys.stderr)
-    (result / "assign.log").write_text(proc.stdout + proc.stderr)
-    return result
+    return proc.stdout + proc.stderr
 
 
 def autograder_zip(result: Path) -> Path:
