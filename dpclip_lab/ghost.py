@@ -61,6 +61,7 @@ from torch import nn
 from torch.nn.utils import vector_to_parameters
 
 from .algorithms.oracles import CallableOracle, Sums, _check_finite, has_pre_clip
+from .per_sample import batch_stats
 
 __all__ = ["SUPPORTED_LAYERS", "unsupported_parameters", "supports", "ModuleOracle", "SelfAttention",
            "TinySequenceModel", "ghost_norms_and_sum"]
@@ -359,6 +360,7 @@ class _Plan:
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.calls: dict | None = None
         self.B = 0
+        self.last_batch = None  # batch_stats of the last run (the loss and outputs of its forward)
         self.handles = [m.register_forward_hook(self._hook) for m in model.modules()
                         if isinstance(m, SUPPORTED_LAYERS) and any(p.requires_grad for p in m.parameters(recurse=False))]
 
@@ -387,6 +389,7 @@ class _Plan:
             with torch.enable_grad():
                 out = self.model(inputs)
                 total = _per_example_losses(loss_fn, out, targets)
+                self.last_batch = batch_stats(out, total, targets)
                 outs = [c[1] for cl in calls.values() for c in cl]
                 if any(c[1]._version != c[2] for cl in calls.values() for c in cl):
                     raise _Fallback("a layer's output was modified in place (inplace=True activation?)")
@@ -447,7 +450,7 @@ class ModuleOracle(CallableOracle):
         if len(inputs) != len(targets):
             raise ValueError(f"targets must have one entry per input: inputs has {len(inputs)} rows, "
                              f"targets {len(targets)}")
-        super().__init__(module_grad_fn(model, loss_fn, inputs, targets))
+        super().__init__(module_grad_fn(model, loss_fn, inputs, targets, on_batch=self._record))
         if mode not in ("auto", "ghost", "materialize"):
             raise ValueError(f"per_example must be 'auto', 'ghost' or 'materialize', got {mode!r}")
         bad = unsupported_parameters(model)
@@ -458,7 +461,13 @@ class ModuleOracle(CallableOracle):
         self.params = [q for q in model.parameters() if q.requires_grad]
         self.use_ghost = mode != "materialize" and not bad
         self.fallbacks = 0  # steps that fell back at run time (see module docstring)
+        #: ``(Σ loss, number correct or None, batch size)`` of the last batch reduced (one run),
+        #: from the step's own forward pass (:func:`dpclip_lab.per_sample.batch_stats`).
+        self.last_batch = None
         self._plan = None   # the layer plan and its forward hooks, built on the first step
+
+    def _record(self, stats):
+        self.last_batch = stats
 
     def close(self):
         """Lab utility: remove the forward hooks this oracle put on the model (``dl.train`` calls it)."""
@@ -498,12 +507,14 @@ class ModuleOracle(CallableOracle):
         m = idx.shape[0]
         keep = idx if w is None else idx[w > 0]
         if keep.numel() == 0:
+            self._record((theta.new_zeros(()), None, 0))
             z = theta.new_zeros(theta.shape[0])
             return z, (z.clone() if need_raw else None), theta.new_zeros(m)
         if self._plan is None:
             self._plan = _Plan(self.model)
         norms, scaled, raw = self._plan.run(self.loss_fn, self.inputs.index_select(0, keep),
                                             self.targets.index_select(0, keep), scale, need_raw)
+        self._record(self._plan.last_batch)
         if w is not None:  # members first (Batch.padded puts them first), zeros in padding slots
             full = theta.new_zeros(m)
             full[: norms.shape[0]] = norms

@@ -23,7 +23,7 @@ from ._validation import check_int, check_nonnegative
 from .algorithms.adaptive_clipping import default_count_noise_std
 from .algorithms.dice_sgd import DiceSGDResult
 from .algorithms.loop import DPResult, finish, run
-from .per_sample import check_module_inputs, per_sample_grads
+from .per_sample import _per_sample_grads, check_module_inputs, per_sample_grads
 from .privatizers import ErrorFeedbackPrivatizer, GaussianPrivatizer, QuantilePrivatizer
 from .sampling import make_sampler
 
@@ -34,10 +34,13 @@ def _trainable(model: nn.Module):
     return [q for q in model.parameters() if q.requires_grad]
 
 
-def module_grad_fn(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: torch.Tensor):
+def module_grad_fn(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: torch.Tensor, *,
+                   on_batch: Callable | None = None):
     """Lab utility: the per-example gradient oracle ``(θ[n_params], idx[b]) -> [b, n_params]`` of a module.
 
-    θ is loaded into the model's parameters (in place) before each call.
+    θ is loaded into the model's parameters (in place) before each call. ``on_batch``,
+    if given, receives each call's :func:`dpclip_lab.per_sample.batch_stats` (the
+    batch's summed loss and number correct, from the same forward pass).
     """
     params = _trainable(model)
     n_params = sum(q.numel() for q in params)
@@ -47,8 +50,15 @@ def module_grad_fn(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, ta
             raise ValueError("module_grad_fn supports one run at a time (theta of shape [n_params])")
         vector_to_parameters(theta, params)
         if idx.numel() == 0:  # an empty Poisson batch
+            if on_batch is not None:
+                on_batch((theta.new_zeros(()), None, 0))
             return theta.new_zeros((0, n_params))
-        return per_sample_grads(model, loss_fn, inputs[idx], targets[idx])
+        if on_batch is None:
+            return per_sample_grads(model, loss_fn, inputs[idx], targets[idx])
+        check_module_inputs(model, inputs[idx], targets[idx])
+        G, stats = _per_sample_grads(model, loss_fn, inputs[idx], targets[idx], with_stats=True)
+        on_batch(stats)
+        return G
 
     return grad_fn
 
@@ -66,6 +76,31 @@ def evaluate(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets:
         if is_cls:
             correct += int((out.argmax(1) == t).sum())
     return tot_loss / n, (correct / n if is_cls else float("nan"))
+
+
+def _window_means(batches: list, ends: list[int]) -> tuple[list[float], list[float]]:
+    """Mean loss and accuracy over the examples of the steps since the previous logged step.
+
+    ``batches[t]`` is step t+1's ``(Σ loss, number correct or None, batch size)``; a
+    window with no example gives NaN, and accuracy is NaN unless every batch had one.
+    """
+    nan = float("nan")
+    if not batches:
+        return [], []
+    if any(b is None for b in batches):  # a privatizer that did not go through the oracle's reduce
+        return [nan] * len(ends), [nan] * len(ends)
+    loss = torch.stack([b[0].reshape(()).to(torch.float64) for b in batches]).tolist()  # one sync
+    has_acc = all(b[1] is not None or b[2] == 0 for b in batches)
+    correct = torch.stack([(b[1] if b[1] is not None else b[0].new_zeros(())).to(torch.float64)
+                           for b in batches]).tolist() if has_acc else None
+    count = [b[2] for b in batches]
+    losses, accs, start = [], [], 0
+    for end in ends:
+        n = sum(count[start:end])
+        losses.append(sum(loss[start:end]) / n if n else nan)
+        accs.append(sum(correct[start:end]) / n if (n and has_acc) else nan)
+        start = end
+    return losses, accs
 
 
 def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: torch.Tensor, *,
@@ -93,8 +128,14 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
         pre-clipping perturbation), DiceSGD's error feedback
         (``feedback_clip_norm`` = C2), or Andrew et al.'s quantile clipping.
     log_every : int
-        Every ``log_every`` steps, evaluate loss and accuracy on ``monitor``
-        (default: the first ``min(batch_size, 512)`` training examples).
+        Log every ``log_every`` steps (and at the last step).
+    monitor : tuple (inputs, targets) or None
+        What is logged. None (default): the mean loss and accuracy over the examples
+        of the batches of the last ``log_every`` steps, each at the parameters its step
+        was computed at — the training loss, read off each step's own forward pass
+        (no extra computation). A tuple: loss and accuracy of the model on those
+        examples (a fixed held-out set, say) after the logged step, one extra forward
+        pass per logged step.
     progress : bool or None
         tqdm bar (None: only for runs longer than ~3 s).
     normalize : bool
@@ -125,7 +166,8 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
     -------
     DPResult (DiceSGDResult for DiceSGD) with ``theta`` the flat parameters,
     ``iterates=None``, ``history["fraction_clipped"]`` and ``history["batch_size"]``
-    per step, and ``extra["log"]``: a dict of lists ``step``, ``loss``, ``accuracy``.
+    per step, and ``extra["log"]``: a dict of lists ``step``, ``loss``, ``accuracy``,
+    ``fraction_clipped`` (at the logged step) — see ``monitor``.
     """
     check_module_inputs(model, inputs, targets)   # tensors, same non-zero n, no BatchNorm, dtypes
     n = check_int(inputs.shape[0], "n", minimum=1)
@@ -166,28 +208,31 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
 
     params = _trainable(model)
     theta0 = parameters_to_vector(params).detach().clone()
-    # Default monitor: as many examples as a batch (at most 512), so that logging every
-    # 10 steps costs about 1/30 of a step (512 examples at batch 64 cost a quarter of a step).
-    k = min(512, sampler.batch_size)
-    mon_x, mon_y = monitor if monitor is not None else (inputs[:k], targets[:k])
-    log = {"step": [], "loss": [], "accuracy": [], "fraction_clipped": []}
-
-    def callback(t, theta, stats):
-        if (t + 1) % log_every == 0 or t + 1 == steps:
-            vector_to_parameters(theta[0], params)
-            loss, acc = evaluate(model, loss_fn, mon_x, mon_y)
-            log["step"].append(t + 1)
-            log["loss"].append(loss)
-            log["accuracy"].append(acc)
-            log["fraction_clipped"].append(float(stats["fraction_clipped"][0]))
-
     from .ghost import ModuleOracle  # the layer-wise oracle (falls back to module_grad_fn)
     grad_fn = ModuleOracle(model, loss_fn, inputs, targets, mode=per_example)
+    log = {"step": [], "loss": [], "accuracy": [], "fraction_clipped": []}
+    batches = []  # per step: batch_stats of the step's own forward pass (default monitor)
+
+    def callback(t, theta, stats):
+        if monitor is None:
+            batches.append(grad_fn.last_batch)
+            grad_fn.last_batch = None
+        elif (t + 1) % log_every == 0 or t + 1 == steps:
+            vector_to_parameters(theta[0], params)
+            loss, acc = evaluate(model, loss_fn, *monitor)
+            log["loss"].append(loss)
+            log["accuracy"].append(acc)
+
     try:
         traj = run(grad_fn, theta0, steps=steps, lr=lr, sampler=sampler, privatizer=privatizer, update=optimizer,
                    seed=seed, keep_iterates=False, progress=progress, callback=callback)
     finally:
         grad_fn.close()  # the layer plan's forward hooks come off the model
+    log["step"] = [t for t in range(1, steps + 1) if t % log_every == 0 or t == steps]
+    frac = traj.history.get("fraction_clipped")
+    log["fraction_clipped"] = [] if frac is None else frac[0, [t - 1 for t in log["step"]]].tolist()
+    if monitor is None:
+        log["loss"], log["accuracy"] = _window_means(batches, log["step"])
     with torch.no_grad():
         vector_to_parameters(traj.last[0], params)
     common = dict(release="last", sampling=sampling, sample_rate=sampler.sample_rate,

@@ -125,3 +125,47 @@ def test_train_leaves_no_hooks_on_the_model():
     m = _model()
     train(m, F.cross_entropy, X, y, steps=2, lr=0.1, clip_norm=1.0, noise_multiplier=0.5, batch_size=8, progress=False)
     assert all(not mod._forward_hooks for mod in m.modules())
+
+
+# -- what dl.train logs by default: the steps' own batches ---------------------------------------
+@pytest.mark.parametrize("per_example", ["auto", "materialize"])
+def test_default_log_is_the_mean_loss_of_the_window_batches(per_example):
+    """Full batches, no noise: the log at step 2 (log_every=2) is (L(θ0) + L(θ1)) / 2 and the
+    accuracy is averaged the same way, from the steps' own forward passes."""
+    from dpclip_lab.training import evaluate
+    X, y = _data(64)
+    kw = dict(lr=0.5, clip_norm=1.0, noise_multiplier=0.0, batch_size=64, sampling="full", seed=0,
+              progress=False, per_example=per_example)
+    m0 = _model()
+    l0, a0 = evaluate(m0, F.cross_entropy, X, y)
+    m1 = _model()
+    train(m1, F.cross_entropy, X, y, steps=1, **kw)
+    l1, a1 = evaluate(m1, F.cross_entropy, X, y)
+    res = train(_model(), F.cross_entropy, X, y, steps=3, log_every=2, **kw)
+    log = res.extra["log"]
+    assert log["step"] == [2, 3]
+    assert log["loss"][0] == pytest.approx((l0 + l1) / 2, rel=1e-5)
+    assert log["accuracy"][0] == pytest.approx((a0 + a1) / 2, abs=1e-9)
+    assert len(log["fraction_clipped"]) == 2
+    assert log["fraction_clipped"] == res.history["fraction_clipped"][[1, 2]].tolist()
+
+
+def test_default_log_without_classes_and_with_a_monitor():
+    """Regression outputs: accuracy NaN; an explicit monitor is evaluated after the logged step."""
+    import math
+
+    from dpclip_lab.training import evaluate
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(40, 3, generator=g)
+    t = X.sum(1, keepdim=True)
+    torch.manual_seed(0)
+    m = nn.Linear(3, 1)
+    res = train(m, F.mse_loss, X, t, steps=4, lr=0.1, clip_norm=1.0, noise_multiplier=0.0, batch_size=40,
+                sampling="full", seed=0, log_every=2, progress=False)
+    assert all(math.isnan(a) for a in res.extra["log"]["accuracy"])
+    assert all(math.isfinite(v) for v in res.extra["log"]["loss"])
+    Xm, ym = _data(32, seed=5)
+    model = _model()
+    res = train(model, F.cross_entropy, *_data(), steps=4, lr=0.5, clip_norm=1.0, noise_multiplier=0.0,
+                batch_size=32, seed=0, log_every=4, progress=False, monitor=(Xm, ym))
+    assert res.extra["log"]["loss"] == [pytest.approx(evaluate(model, F.cross_entropy, Xm, ym)[0], rel=1e-6)]
