@@ -43,7 +43,11 @@ K = 10  # optimizer steps per timed call
 from bench_algorithms import small_cnn  # noqa: E402  (the same model in both benchmarks; scripts run from benchmarks/)
 
 
-def interleaved(fns: dict, repeats: int) -> dict:
+def interleaved(fns: dict, repeats: int, steps: dict | None = None) -> dict:
+    """Seconds per step of each fn, round by round: ``{name: [repeats]}``.
+
+    A fn takes ``steps[name]`` optimizer steps per call (default ``K``)."""
+    steps = steps or {}
     times = {k: [] for k in fns}
     for f in fns.values():
         f()
@@ -53,7 +57,7 @@ def interleaved(fns: dict, repeats: int) -> dict:
             f()
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
-            times[k].append((time.perf_counter() - t) / K)
+            times[k].append((time.perf_counter() - t) / steps.get(k, K))
     return times
 
 
@@ -157,22 +161,12 @@ def overhead(side, batch, repeats, device):
             th = th - 0.01 * d
 
     kw = dict(lr=0.01, clip_norm=1.0, noise_multiplier=1.0, batch_size=batch, progress=False, seed=0)
-    fns = {"bare step": (bare, 5 * K),
-           "dl.train, 10-step calls": (lambda: train(m, F.cross_entropy, X, y, steps=K, **kw), K),
-           "dl.train, 50-step calls": (lambda: train(m, F.cross_entropy, X, y, steps=5 * K, **kw), 5 * K),
-           "dl.train, 50 steps, monitor 64 ex.": (lambda: train(m, F.cross_entropy, X, y, steps=5 * K,
-                                                                monitor=(X[:64], y[:64]), **kw), 5 * K)}
-    times = {k: [] for k in fns}
-    for f, _ in fns.values():
-        f()
-    for _ in range(repeats):
-        for k, (f, steps) in fns.items():
-            t = time.perf_counter()
-            f()
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
-            times[k].append((time.perf_counter() - t) / steps)
-    return times
+    fns = {"bare step": bare,
+           "dl.train, 10-step calls": lambda: train(m, F.cross_entropy, X, y, steps=K, **kw),
+           "dl.train, 50-step calls": lambda: train(m, F.cross_entropy, X, y, steps=5 * K, **kw),
+           "dl.train, 50 steps, monitor 64 ex.": lambda: train(m, F.cross_entropy, X, y, steps=5 * K,
+                                                               monitor=(X[:64], y[:64]), **kw)}
+    return interleaved(fns, repeats, steps={k: 5 * K for k in fns if k != "dl.train, 10-step calls"})
 
 
 RSS_CHILD = r"""
