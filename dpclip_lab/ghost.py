@@ -222,7 +222,9 @@ def _rule_conv(m, calls):
         din, dout = W[0].numel() * m.groups, W.shape[0]
         if m.groups == 1 and _use_ghost(L, din, dout):  # a Linear layer over the L positions
             a = _cat([_conv_patches(m, x) for x, _ in calls])                      # [B, L, d_in]
-            d = _cat([g.reshape(B, dout, -1).transpose(1, 2) for _, g in calls])   # [B, L, d_out]
+            # [B, L, d_out], positions-major in memory: the Gram bmm and the clipped sum's matrix
+            # product read it directly (a transposed view would be copied by each of them)
+            d = _cat([g.reshape(B, dout, -1).transpose(1, 2) for _, g in calls]).contiguous()
             return _linear_like(a, d, W, bias if (bias is not None and bias.requires_grad) else None,
                                 _conv_finish(W))
         else:
