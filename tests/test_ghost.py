@@ -86,6 +86,8 @@ def _cls(n, k, seed=1):
     (lambda: nn.Conv2d(2, 4, (3, 2), stride=(2, 1), dilation=(1, 2), padding="valid"), (2, 7, 6)),
     (lambda: nn.Conv2d(2, 4, 3, padding="same", padding_mode="reflect", bias=False), (2, 5, 5)),
     (lambda: nn.Conv2d(4, 6, 3, groups=2, padding=1), (4, 5, 5)),
+    # a thin layer (C_in · k ≤ 16) on a small map: per-example gradients by unfold + bmm
+    (lambda: nn.Conv2d(1, 4, (3, 2), stride=(2, 1), dilation=(1, 2), padding=(1, 0)), (1, 7, 6)),
     (lambda: nn.LayerNorm(6), (3, 6)),
     (lambda: nn.LayerNorm((2, 3)), (2, 3)),
     (lambda: nn.GroupNorm(2, 4), (4, 3, 3)),
@@ -99,6 +101,20 @@ def test_every_layer_type_matches_materialized(layer, shape, strategy):
     model = nn.Sequential(lay, nn.Tanh(), nn.Flatten(), nn.LazyLinear(3))
     model(torch.zeros(1, *shape))  # materialize the lazy layer
     _compare(model, _x(24, *shape), _cls(24, 3))
+
+
+def test_thin_conv_rule_applies_where_documented():
+    """The unfold + bmm per-example weight gradients are used for a thin Conv2d with numeric zero padding
+    (the parametrized case above and the book CNN's first layer), not for string padding, other padding
+    modes, groups, or wider patches."""
+    assert ghost._thin(nn.Conv2d(1, 4, (3, 2), stride=(2, 1), dilation=(1, 2), padding=(1, 0)), 3 * 5)
+    assert ghost._thin(small_cnn(8)[0], 8 * 8)
+    assert not ghost._thin(small_cnn(28)[0], 28 * 28)             # a large map: the grouped convolution
+    assert not ghost._thin(nn.Conv2d(2, 4, (3, 2), padding="valid"), 16)
+    assert not ghost._thin(nn.Conv2d(1, 4, 3, padding=1, padding_mode="reflect"), 16)
+    assert not ghost._thin(nn.Conv2d(2, 4, 3, groups=2, padding=1), 16)
+    assert not ghost._thin(nn.Conv2d(2, 4, 3, padding=1), 16)      # C_in · k = 18
+    assert not ghost._thin(nn.Conv1d(1, 4, 3, padding=1), 16)
 
 
 def test_embedding_with_padding_idx_and_repeated_tokens(strategy):
