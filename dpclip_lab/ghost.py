@@ -202,17 +202,25 @@ def _conv_patches(m, x):
     gather than ``F.unfold``'s (channel, kernel position) from a channels-last copy;
     :func:`_conv_finish` puts the weight gradient back in the weight's order.
     """
+    pad = None
     if isinstance(m.padding, str) or m.padding_mode != "zeros":
         mode = "constant" if m.padding_mode == "zeros" else m.padding_mode
         x = F.pad(x, m._reversed_padding_repeated_twice, mode=mode)
     elif any(m.padding):
-        x = F.pad(x, [q for q in reversed(m.padding) for _ in range(2)])
+        pad = m.padding
     if isinstance(m, nn.Conv1d):
         x = x.unsqueeze(2)
         k, st, dil = (1, m.kernel_size[0]), (1, m.stride[0]), (1, m.dilation[0])
+        pad = None if pad is None else (0, pad[0])
     else:
         k, st, dil = m.kernel_size, m.stride, m.dilation
-    x = x.permute(0, 2, 3, 1).contiguous()  # [B, H, W, C]
+    if pad is None:
+        x = x.permute(0, 2, 3, 1).contiguous()  # [B, H, W, C]
+    else:  # zero padding and the channels-last copy in one pass
+        B, C, H, W = x.shape
+        xp = x.new_zeros((B, H + 2 * pad[0], W + 2 * pad[1], C))
+        xp[:, pad[0]:pad[0] + H, pad[1]:pad[1] + W].copy_(x.permute(0, 2, 3, 1))
+        x = xp
     B, H, W, C = x.shape
     Ho, Wo = (H - dil[0] * (k[0] - 1) - 1) // st[0] + 1, (W - dil[1] * (k[1] - 1) - 1) // st[1] + 1
     s0, s1, s2, s3 = x.stride()
