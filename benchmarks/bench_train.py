@@ -12,7 +12,11 @@ size drawn from the same data set, interleaved round by round:
   (:mod:`dpclip_lab.ghost`, chosen automatically);
 * ``dl.train DP-SGD (torch.func)``: the same with ``per_example="materialize"``;
 * ``Opacus hooks``: ``GradSampleModule`` + ``DPOptimizer`` (Opacus 1.6), fixed-size batches;
-* ``Opacus ghost``: ``PrivacyEngine.make_private(..., grad_sample_mode="ghost")``.
+* ``Opacus ghost``: ``PrivacyEngine.make_private(..., grad_sample_mode="ghost")``;
+* ``floor``: not a contender — the forward pass and the backward pass down to each layer's
+  output (no parameter gradients, no norms, no update): the part of a step every exact
+  per-example clipping method does. Its ratios bound what any of them can reach here
+  (e.g. a target of 0.6× Opacus hooks is out of reach where the floor is already near 0.6).
 
 A ratio is the median over rounds of the ratio within a round (robust to load from
 other processes). The last section reports ``dl.train``'s own overhead (a step of
@@ -38,6 +42,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from dpclip_lab.training import train  # noqa: E402
 
 K = 10  # optimizer steps per timed call
+#: Not a contender: the forward pass and the backward pass down to every layer's output (no
+#: parameter gradients, no per-example norms, no update) on the same batches — work any exact
+#: per-example clipping method does, so its ratio is a floor for theirs on this machine.
+FLOOR = "floor: fwd + layer-output bwd"
 
 
 from bench_algorithms import small_cnn  # noqa: E402  (the same model in both benchmarks; scripts run from benchmarks/)
@@ -84,6 +92,19 @@ def contenders(side, batch, device, n=4096):
             F.cross_entropy(m_plain(X[i]), y[i]).backward()
             opt.step()
 
+    m_floor = small_cnn(side).to(device)
+    outs = []
+    for mod in m_floor.modules():
+        if isinstance(mod, (nn.Conv2d, nn.Linear)):
+            mod.register_forward_hook(lambda _m, _i, o: outs.append(o))
+
+    def floor():
+        for _ in range(K):
+            i = batches()
+            outs.clear()
+            loss = F.cross_entropy(m_floor(X[i]), y[i], reduction="sum")
+            torch.autograd.grad(loss, outs)
+
     m_ours = small_cnn(side).to(device)
     kw = dict(steps=K, lr=0.01, clip_norm=1.0, noise_multiplier=1.0, batch_size=batch, progress=False)
     seed = iter(range(10**9))
@@ -92,7 +113,8 @@ def contenders(side, batch, device, n=4096):
            "dl.train DiceSGD": lambda: train(m_ours, F.cross_entropy, X, y, seed=next(seed), method="dice_sgd",
                                              feedback_clip_norm=2.0, **kw),
            "dl.train DP-SGD (torch.func)": lambda: train(m_ours, F.cross_entropy, X, y, seed=next(seed),
-                                                         per_example="materialize", **kw)}
+                                                         per_example="materialize", **kw),
+           FLOOR: floor}
     try:
         from opacus import GradSampleModule, PrivacyEngine
         from opacus.optimizers import DPOptimizer
