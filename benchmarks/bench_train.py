@@ -73,6 +73,22 @@ def paired(t, a, b):
     return statistics.median(x / y for x, y in zip(t[a], t[b]))
 
 
+def layer_output_floor(model, X, y, batches):
+    """K forward passes and backward passes down to each Conv2d/Linear output (see ``FLOOR``)."""
+    outs = []
+    for mod in model.modules():
+        if isinstance(mod, (nn.Conv2d, nn.Linear)):
+            mod.register_forward_hook(lambda _m, _i, o: outs.append(o))
+
+    def floor():
+        for _ in range(K):
+            i = batches()
+            outs.clear()
+            loss = F.cross_entropy(model(X[i]), y[i], reduction="sum")
+            torch.autograd.grad(loss, outs)
+    return floor
+
+
 def contenders(side, batch, device, n=4096):
     torch.manual_seed(0)
     X = torch.randn(n, 1, side, side, device=device)
@@ -92,19 +108,6 @@ def contenders(side, batch, device, n=4096):
             F.cross_entropy(m_plain(X[i]), y[i]).backward()
             opt.step()
 
-    m_floor = small_cnn(side).to(device)
-    outs = []
-    for mod in m_floor.modules():
-        if isinstance(mod, (nn.Conv2d, nn.Linear)):
-            mod.register_forward_hook(lambda _m, _i, o: outs.append(o))
-
-    def floor():
-        for _ in range(K):
-            i = batches()
-            outs.clear()
-            loss = F.cross_entropy(m_floor(X[i]), y[i], reduction="sum")
-            torch.autograd.grad(loss, outs)
-
     m_ours = small_cnn(side).to(device)
     kw = dict(steps=K, lr=0.01, clip_norm=1.0, noise_multiplier=1.0, batch_size=batch, progress=False)
     seed = iter(range(10**9))
@@ -114,7 +117,7 @@ def contenders(side, batch, device, n=4096):
                                              feedback_clip_norm=2.0, **kw),
            "dl.train DP-SGD (torch.func)": lambda: train(m_ours, F.cross_entropy, X, y, seed=next(seed),
                                                          per_example="materialize", **kw),
-           FLOOR: floor}
+           FLOOR: layer_output_floor(small_cnn(side).to(device), X, y, batches)}
     try:
         from opacus import GradSampleModule, PrivacyEngine
         from opacus.optimizers import DPOptimizer
@@ -238,7 +241,8 @@ def main(quick=False, device="cpu"):
             ms = statistics.median(t[name]) * 1e3
             hooks = f"{paired(t, name, 'Opacus hooks'):14.2f}" if "Opacus hooks" in t else " " * 14
             ghost = f"{paired(t, name, 'Opacus ghost'):14.2f}" if "Opacus ghost" in t else ""
-            print(f"CNN {side}x{side}, batch {batch:<4}| {name:<30}| {ms:7.2f} | {paired(t, name, 'plain SGD'):5.2f} "
+            case = f"CNN {side}x{side}, batch {batch}"
+            print(f"{case:<22}| {name:<30}| {ms:7.2f} | {paired(t, name, 'plain SGD'):5.2f} "
                   f"| {hooks} | {ghost}")
         print(f"{'':<22}| {'plain SGD':<30}| {statistics.median(t['plain SGD']) * 1e3:7.2f} |")
     print("\ndl.train's own overhead per step (CNN 8x8 and 28x28, batch 64; the default log reads the\n"

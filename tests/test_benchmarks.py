@@ -1,0 +1,49 @@
+"""The benchmark scripts still run against the current lab (nothing is timed or asserted about speed here)."""
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture
+def bench_train(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    import bench_train
+    return bench_train
+
+
+def test_bench_train_contenders_each_take_their_steps(bench_train):
+    pytest.importorskip("opacus")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Opacus's full-backward-hook warning
+        fns = bench_train.contenders(8, 16, "cpu", n=128)
+        expected = {"plain SGD", "dl.train DP-SGD", "dl.train DiceSGD", "dl.train DP-SGD (torch.func)",
+                    bench_train.FLOOR, "Opacus hooks", "Opacus ghost"}
+        assert set(fns) == expected
+        times = bench_train.interleaved(fns, repeats=1)
+    assert set(times) == expected and all(len(v) == 1 and v[0] > 0 for v in times.values())
+
+
+def test_bench_train_floor_does_no_per_example_or_parameter_work(bench_train):
+    """The floor row runs the forward and the backward to each layer's output only: no parameter gradients,
+    but the backward does reach the first layer."""
+    torch.manual_seed(0)
+    model = bench_train.small_cnn(8)
+    X, y = torch.randn(32, 1, 8, 8), torch.randint(0, 10, (32,))
+    reached = []
+
+    def watch(_m, _i, out):  # the first layer's output receives its gradient
+        out.register_hook(lambda g: reached.append(True))
+    model[0].register_forward_hook(watch)
+    bench_train.layer_output_floor(model, X, y, lambda: torch.arange(16))()
+    assert all(p.grad is None for p in model.parameters())
+    assert len(reached) == bench_train.K
+
+
+def test_bench_train_overhead_compares_the_same_step(bench_train):
+    times = bench_train.overhead(8, 16, repeats=1, device="cpu")
+    assert set(times) == {"bare step", "dl.train, 10-step calls", "dl.train, 50-step calls",
+                          "dl.train, 50 steps, monitor 64 ex."}
