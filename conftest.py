@@ -124,6 +124,7 @@ def pytest_collection_modifyitems(session, config, items):
     items[:] = [item for _, item in ranked]
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: pytest -p no:xdist must still start
 def pytest_xdist_make_scheduler(config, log):
     """Each test file is one unit of work, except one per master notebook in the classroom tests."""
     from xdist.scheduler import LoadScopeScheduling
