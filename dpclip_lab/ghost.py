@@ -20,8 +20,9 @@ backward pass, no parameter gradients):
   (book-keeping) by one grouped-convolution weight gradient with the batch as
   groups — no ``F.unfold``, except for thin layers on small maps (a first layer on
   8×8 one-channel images), where ``F.unfold`` + one ``bmm`` is faster — then norms
-  and the clipped sum ``Σ_i s_i G_i`` are a reduction and one matrix-vector product. Groups, strides, dilation and
-  string / non-zero padding modes are supported.
+  and the clipped sum ``Σ_i s_i G_i`` are a reduction and one matrix-vector
+  product. Groups, strides, dilation and string / non-zero padding modes are
+  supported.
 * **Embedding**: ``‖G_i‖² = Σ_{t,t'} 1[id_{it} = id_{it'}] δ_{it}·δ_{it'}``;
   the clipped sum is an ``index_add`` of ``s_i δ_{it}``.
 * **LayerNorm / GroupNorm**: per-example gradients of the affine weight and
@@ -154,6 +155,12 @@ def _seq(x: torch.Tensor) -> torch.Tensor:
     return x.reshape(x.shape[0], -1, x.shape[-1])
 
 
+def _pads_input(m) -> bool:
+    """True when a conv layer's padding is a string or not zeros: the input is padded with
+    ``F.pad`` first (the zero padding of numeric ``padding`` is left to the convolution)."""
+    return isinstance(m.padding, str) or m.padding_mode != "zeros"
+
+
 def _conv_weight_grads(m, x, g):
     """Per-example weight gradients ``[B, C_out, C_in/groups · k]`` of a Conv1d/Conv2d call.
 
@@ -168,7 +175,7 @@ def _conv_weight_grads(m, x, g):
     if _thin(m, g[0, 0].numel()):  # G_i = δ_i unfold(x_i)ᵀ: one batched product, no per-example convolution
         a = F.unfold(x, m.kernel_size, dilation=m.dilation, padding=m.padding, stride=m.stride)  # [B, k·C_in, L]
         return torch.bmm(g.reshape(B, g.shape[1], -1), a.transpose(1, 2)).view(B, -1)
-    if isinstance(m.padding, str) or m.padding_mode != "zeros":
+    if _pads_input(m):
         mode = "constant" if m.padding_mode == "zeros" else m.padding_mode
         x = F.pad(x, m._reversed_padding_repeated_twice, mode=mode)
         pad = [0] * (x.dim() - 2)
@@ -190,8 +197,8 @@ def _thin(m, positions: int) -> bool:
     ``bmm`` than as a grouped convolution: a DP-SGD step of the benchmark CNN at 8×8 is
     4–7 % faster; at 12×12 and 16×16 the two are even, at 28×28 the grouped convolution
     is 1–2.5 % faster (A/B in one process, 1 thread)."""
-    return (isinstance(m, nn.Conv2d) and m.groups == 1 and not isinstance(m.padding, str)
-            and m.padding_mode == "zeros" and m.weight[0].numel() <= 16 and positions <= 100)
+    return (isinstance(m, nn.Conv2d) and m.groups == 1 and not _pads_input(m)
+            and m.weight[0].numel() <= 16 and positions <= 100)
 
 
 def _conv_patches(m, x):
@@ -203,7 +210,7 @@ def _conv_patches(m, x):
     :func:`_conv_finish` puts the weight gradient back in the weight's order.
     """
     pad = None
-    if isinstance(m.padding, str) or m.padding_mode != "zeros":
+    if _pads_input(m):
         mode = "constant" if m.padding_mode == "zeros" else m.padding_mode
         x = F.pad(x, m._reversed_padding_repeated_twice, mode=mode)
     elif any(m.padding):
