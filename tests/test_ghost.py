@@ -117,6 +117,37 @@ def test_thin_conv_rule_applies_where_documented():
     assert not ghost._thin(nn.Conv1d(1, 4, 3, padding=1), 16)
 
 
+def test_plan_frees_layer_outputs_and_gradients_before_the_later_rules(monkeypatch):
+    """The peak of a step: by the time a layer's rule runs, no layer output is alive any more, and the
+    output gradients of the layers whose rules already ran are freed (28×28 CNN, batch 256: the peak RSS
+    increment of a step drops by about a fifth with this)."""
+    import weakref
+    model = small_cnn(8)
+    outputs = []
+    for m in model.modules():
+        if isinstance(m, (nn.Conv2d, nn.Linear)):
+            m.register_forward_hook(lambda _m, _i, o: outputs.append(weakref.ref(o)))
+    seen = []  # (module, weak refs to its output gradients) in the order the rules run
+    rule = ghost._rule
+
+    def spy(m):
+        def wrapped(mod, calls):
+            assert all(r() is None for r in outputs), "a layer output is still alive when the rules run"
+            for prev, refs in seen:
+                if isinstance(prev, nn.Conv2d):  # conv terms keep no view of the output gradient
+                    assert all(r() is None for r in refs), f"{prev}: output gradient kept after its rule"
+            seen.append((mod, [weakref.ref(c[1]) for c in calls]))
+            return rule(m)(mod, calls)
+        return wrapped
+    monkeypatch.setattr(ghost, "_rule", spy)
+    X = torch.randn(16, 1, 8, 8)
+    norms, scaled, _ = ghost.ghost_norms_and_sum(model, F.cross_entropy, X, _cls(16, 10), None)
+    assert [type(m) for m, _ in seen] == [nn.Conv2d, nn.Conv2d, nn.Linear] and len(outputs) == 3
+    monkeypatch.setattr(ghost, "_rule", rule)
+    ref, ref_scaled, _ = ghost.ghost_norms_and_sum(model, F.cross_entropy, X, _cls(16, 10), None)
+    assert torch.equal(norms, ref) and torch.equal(scaled, ref_scaled)
+
+
 def test_embedding_with_padding_idx_and_repeated_tokens(strategy):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Embedding(7, 4, padding_idx=0), nn.Flatten(), nn.Linear(20, 2))
