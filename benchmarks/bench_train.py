@@ -229,6 +229,9 @@ def peak_rss(mode: str) -> tuple[float, float]:
 
 def main(quick=False, device="cpu"):
     torch.set_num_threads(1)
+    # Opacus's backward hooks warn (once per call site) that no input requires gradients: true of
+    # every image batch, and not about speed; the warnings only split the table.
+    warnings.filterwarnings("ignore", message="Full backward hook is firing")
     reps = 5 if quick else 11
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), {device}, float32; "
           f"load average {os.getloadavg()[0]:.2f}")
