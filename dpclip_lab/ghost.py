@@ -111,12 +111,24 @@ def supports(model: nn.Module) -> bool:
 
 # -- layer rules -------------------------------------------------------------------------------
 # Each rule turns the captured (input, output-gradient) pairs of one module into
-#   norm2(): {param: [B] squared per-example norms}   and   wsum(s): {param: Σ_i s_i g_i}.
+#   {param: (n2, wsum)}: n2 [B] the squared per-example norms, and wsum(W) for weight rows
+#   W [K, B] the K weighted sums Σ_i W_ki g_i, flattened: [K, numel]. K = 2 (clipped and raw
+#   sums, DiceSGD's error feedback) costs one matrix product per layer, not two.
+
+def _rows_weighted(d: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+    """``d [B, *, k]`` scaled per example by each weight row of ``W [K, B]``, side by side:
+    ``[B, *, K·k]`` (columns ``j·k .. (j+1)·k`` carry row j), so that one matrix product
+    ``(·)ᵀ a`` gives all K weighted sums stacked."""
+    if W.shape[0] == 1:
+        return d * W[0].view(-1, *([1] * (d.dim() - 1)))
+    w = W.T.reshape(W.shape[1], *([1] * (d.dim() - 2)), W.shape[0], 1)  # [B, 1.., K, 1]
+    return (w * d.unsqueeze(-2)).flatten(-2)
 
 def _linear_like(a: torch.Tensor, d: torch.Tensor, weight, bias, finish):
     """a [B, T, d_in], d [B, T, d_out]: the Linear rule (ghost norm or book-keeping, whichever is cheaper).
 
-    ``finish`` maps a ``[d_out, d_in]`` weight gradient to the weight's shape."""
+    ``finish`` maps K stacked weight gradients ``[K·d_out, d_in]`` to ``[K, weight.numel()]``
+    in the weight's element order."""
     B, T, din = a.shape
     dout = d.shape[-1]
     out = {}
@@ -124,18 +136,18 @@ def _linear_like(a: torch.Tensor, d: torch.Tensor, weight, bias, finish):
         if T == 1:
             a1, d1 = a[:, 0], d[:, 0]
             n2 = a1.pow(2).sum(1) * d1.pow(2).sum(1)
-            out[weight] = (n2, lambda s: finish((d1 * s[:, None]).T.mm(a1)))
+            out[weight] = (n2, lambda W: finish(_rows_weighted(d1, W).T.mm(a1)))
         elif _use_ghost(T, din, dout):  # ghost norm (Li et al. 2022): O(B T² (d_in + d_out))
             n2 = (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(d, d.transpose(1, 2))).sum((1, 2))
-            out[weight] = (n2, lambda s: finish((d * s[:, None, None]).reshape(B * T, dout).T
+            out[weight] = (n2, lambda W: finish(_rows_weighted(d, W).reshape(B * T, -1).T
                                                 .mm(a.reshape(B * T, din))))
         else:  # book-keeping (Bu et al. 2023): form G_i once, reuse it for the sum
             G = torch.bmm(d.transpose(1, 2), a)  # [B, d_out, d_in]
             n2 = _sq(G.view(B, -1))
-            out[weight] = (n2, lambda s: finish(s.unsqueeze(0).mm(G.view(B, -1)).view(dout, din)))
+            out[weight] = (n2, lambda W: finish(W.mm(G.view(B, -1)).view(-1, din)))
     if bias is not None:
         gb = d.sum(1)  # [B, d_out]
-        out[bias] = (_sq(gb), lambda s: s.unsqueeze(0).mm(gb).view(bias.shape))
+        out[bias] = (_sq(gb), lambda W: W.mm(gb))
     return out
 
 
@@ -236,10 +248,11 @@ def _conv_patches(m, x):
 
 
 def _conv_finish(W):
-    """[C_out, k · C_in] (patch order of :func:`_conv_patches`) -> the weight's shape [C_out, C_in, *k]."""
+    """K stacked ``[C_out, k · C_in]`` (patch order of :func:`_conv_patches`) -> ``[K, W.numel()]``
+    in the weight's order ``[C_out, C_in, *k]``."""
     O, C, ks = W.shape[0], W.shape[1], W.shape[2:]
-    perm = (0, len(ks) + 1, *range(1, len(ks) + 1))
-    return lambda G: G.view(O, *ks, C).permute(perm).contiguous()
+    perm = (0, 1, len(ks) + 2, *range(2, len(ks) + 2))
+    return lambda G: G.view(-1, O, *ks, C).permute(perm).reshape(-1, W.numel())
 
 
 def _rule_conv(m, calls):
@@ -262,10 +275,10 @@ def _rule_conv(m, calls):
             G = _conv_weight_grads(m, *calls[0])
             for x, g in calls[1:]:
                 G = G + _conv_weight_grads(m, x, g)
-            out[W] = (_sq(G), lambda s: s.unsqueeze(0).mm(G).view(W.shape))
+            out[W] = (_sq(G), lambda w: w.mm(G))
     if bias is not None and bias.requires_grad:
         gb = sum(g.reshape(B, g.shape[1], -1).sum(-1) for _, g in calls)
-        out[bias] = (_sq(gb), lambda s: s.unsqueeze(0).mm(gb).view(bias.shape))
+        out[bias] = (_sq(gb), lambda w: w.mm(gb))
     return out
 
 
@@ -285,7 +298,7 @@ def _rule_linear(m, calls):
         d = torch.cat([_seq(g) for _, g in calls], 1)
     W = m.weight if m.weight.requires_grad else None
     bias = m.bias if (m.bias is not None and m.bias.requires_grad) else None
-    return _linear_like(a, d, W, bias, None if W is None else (lambda G: G.view(W.shape)))
+    return _linear_like(a, d, W, bias, None if W is None else (lambda G: G.view(-1, W.numel())))
 
 
 def _rule_embedding(m, calls):
@@ -298,9 +311,10 @@ def _rule_embedding(m, calls):
     n2 = (same * torch.bmm(d, d.transpose(1, 2))).sum((1, 2))
     W = m.weight
 
-    def wsum(s):
-        out = torch.zeros_like(W)
-        return out.index_add_(0, ids.reshape(-1), (d * s[:, None, None]).reshape(-1, d.shape[-1]))
+    def wsum(w):  # [K, B] -> [K, W.numel()]
+        out = W.new_zeros((w.shape[0], W.shape[0], W.shape[1]))
+        src = _rows_weighted(d, w).reshape(-1, w.shape[0], d.shape[-1]).transpose(0, 1)  # [K, B·T, dim]
+        return out.index_add_(1, ids.reshape(-1), src).view(w.shape[0], -1)
     return {W: (n2, wsum)} if W.requires_grad else {}
 
 
@@ -321,7 +335,7 @@ def _rule_norm(m, calls):
     for p, gp in ((m.weight, gw), (m.bias, gb)):
         if p is not None and p.requires_grad:
             gp = gp.reshape(B, -1)
-            out[p] = (_sq(gp), (lambda G, shape: lambda s: s.unsqueeze(0).mm(G).view(shape))(gp, p.shape))
+            out[p] = (_sq(gp), (lambda G: lambda w: w.mm(G))(gp))
     return out
 
 
@@ -454,14 +468,11 @@ class _Plan:
                 n2 = inputs.new_zeros(B, dtype=params[0].dtype)
             norms = n2.clamp_(min=0).sqrt_()
             s = torch.ones_like(norms) if scale is None else scale(norms.unsqueeze(0))[0]
-
-            def assemble(weights):
-                pieces = [terms[p][1](weights).reshape(-1) if p in terms else torch.zeros_like(p).reshape(-1)
-                          for p in params]
-                return torch.cat(pieces)
-            scaled = assemble(s)
-            raw = assemble(torch.ones_like(norms)) if need_raw else None
-        return norms, scaled, raw
+            # the clipped sum, and the raw sum when asked for: one weight row each, one pass over the terms
+            W = torch.stack([s, torch.ones_like(s)]) if need_raw else s.unsqueeze(0)
+            sums = torch.cat([terms[p][1](W) if p in terms else W.new_zeros((W.shape[0], p.numel()))
+                              for p in params], 1)
+        return norms, sums[0], (sums[1] if need_raw else None)
 
 
 class ModuleOracle(CallableOracle):

@@ -47,6 +47,8 @@ def _compare(model, X, y, loss=F.cross_entropy, runs=1, q=0.5, normalize=False, 
     assert fast.fallbacks == 0
     for name in ("scaled", "raw", "norms"):
         assert _rel(getattr(a, name), getattr(b, name)) < RTOL, name
+    c = fast.reduce(theta, batch, scale)  # the clipped sum alone (one weight row, not two)
+    assert c.raw is None and _rel(c.scaled, b.scaled) < RTOL and _rel(c.norms, b.norms) < RTOL
     assert bool((a.norms > 0).any())
     return a
 
