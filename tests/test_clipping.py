@@ -123,3 +123,47 @@ def test_empty_inputs_name_the_problem():
     assert dl.clip(torch.zeros(0, 3), 1.0).shape == (0, 3)  # an empty batch clips to an empty batch
     with pytest.raises(ValueError, match="norms"):
         dl.clip_factor(torch.tensor([math.inf]), 1.0)   # an overflowed norm would zero its example
+
+
+# -- safe_norm's fast path (one vector_norm pass where it is exact) --------------------------
+_MAGNITUDES = [0.0, 1e-44, 1e-30, 1e-20, 1e-14, 1e-3, 1.0, 1e3, 1e18, 1e20, 1e30, 2e38]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(_MAGNITUDES), min_size=1, max_size=8), st.integers(1, 300),
+       st.sampled_from(["float32", "float64"]), st.integers(0, 2**31 - 1))
+def test_safe_norm_matches_a_float64_reference_on_every_scale(scales, p, dtype, seed):
+    """Rows of every magnitude from subnormal to near overflow, mixed in one matrix: each row's norm
+    equals the norm of its exact values (computed in float64, where none of these under- or
+    overflow) to a few ulp of the dtype (or the subnormal spacing, for a subnormal norm), or is
+    inf where that norm exceeds the dtype's max."""
+    gen = torch.Generator().manual_seed(seed)
+    dt = getattr(torch, dtype)
+    g = torch.stack([torch.randn(p, generator=gen, dtype=torch.float64) * s for s in scales]).to(dt)
+    ref = torch.linalg.vector_norm(g.double(), dim=-1)  # squares from 1e-88 to 4e76: exact in float64
+    out = dl.safe_norm(g)
+    assert out.dtype == dt and out.shape == (len(scales),)
+    big = ref > torch.finfo(dt).max
+    assert bool((out[big] == math.inf).all())
+    fi = torch.finfo(dt)  # a subnormal norm is only representable to the subnormal spacing tiny·eps
+    assert torch.allclose(out[~big].double(), ref[~big], rtol=8 * fi.eps, atol=2 * fi.tiny * fi.eps), (out, ref)
+
+
+def test_safe_norm_scales_only_the_rows_that_need_it(monkeypatch):
+    """Ordinary rows take the one-pass norm; a zero, a tiny or a huge row is rescaled alone."""
+    import dpclip_lab.clipping as clipping
+    seen = []
+    real = clipping._scaled_norm
+    monkeypatch.setattr(clipping, "_scaled_norm", lambda g: seen.append(g.shape) or real(g))
+    g = torch.randn(64, 500)
+    assert torch.allclose(dl.safe_norm(g), torch.linalg.vector_norm(g.double(), dim=-1).float(), rtol=1e-6)
+    assert seen == []
+    g[3] = 0.0
+    g[7] *= 1e-25       # squares underflow in float32
+    g[9] *= 1e25        # squares overflow in float32
+    out = dl.safe_norm(g)
+    assert seen == [(3, 500)]
+    assert out[3] == 0 and torch.allclose(out.double(), torch.linalg.vector_norm(g.double(), dim=-1), rtol=1e-6)
+    with pytest.raises(ValueError, match="g contains 1 NaN"):
+        g[5, 2] = math.nan
+        dl.safe_norm(g)
