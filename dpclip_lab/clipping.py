@@ -68,9 +68,7 @@ def safe_norm(g: torch.Tensor) -> torch.Tensor:
     float32). Only the other rows (zero, tiny, huge, inf or NaN) are scaled.
     """
     g = _as_vectors(g)
-    n = torch.linalg.vector_norm(g, dim=-1)
-    fi = torch.finfo(g.dtype)
-    ok = (n >= math.sqrt(g.shape[-1] * fi.tiny / fi.eps)) & (n < math.inf)  # False for NaN
+    n, ok = _one_pass_norm(g)
     if bool(ok.all()):
         return n
     if g.dim() == 1:
@@ -78,6 +76,14 @@ def safe_norm(g: torch.Tensor) -> torch.Tensor:
     bad = ~ok
     n[bad] = _scaled_norm(g[bad])
     return n
+
+
+def _one_pass_norm(g: torch.Tensor, keepdim: bool = False):
+    """``(‖g‖, ok)``: the norm along the last dimension by one ``vector_norm`` pass, and where it
+    is exact to rounding (finite, and at least ``√(p·tiny/eps)``; see :func:`safe_norm`)."""
+    n = torch.linalg.vector_norm(g, dim=-1, keepdim=keepdim)
+    fi = torch.finfo(g.dtype)
+    return n, (n >= math.sqrt(g.shape[-1] * fi.tiny / fi.eps)) & (n < math.inf)  # False for NaN
 
 
 def _scaled_norm(g: torch.Tensor) -> torch.Tensor:
@@ -160,6 +166,12 @@ def clip(g: torch.Tensor, clip_norm) -> torch.Tensor:
     check_finite_tensor(g, "g")
     c = as_clip_norm(clip_norm, g)
     c = _broadcast_clip_norm(c, g.shape[:-1]).unsqueeze(-1)
+    n, ok = _one_pass_norm(g, keepdim=True)
+    f = c / n
+    # The usual case: every norm exact from one pass, and every factor C/‖g‖ that is used a normal
+    # number (C = 1e-30 on ‖g‖ = 1e18 would underflow it to 0 in float32): g·C/‖g‖ where ‖g‖ > C.
+    if bool((ok & ((n <= c) | (f >= torch.finfo(g.dtype).tiny))).all()):
+        return torch.where(n > c, g * f, g)
     # ‖g‖ = r·s may overflow (float32 entries near 3e38); the clipped vector C·g/‖g‖
     # = u·(C/r) never does, so vectors whose norm is inf are still clipped exactly.
     u, r, s = _scaled(g)

@@ -167,3 +167,23 @@ def test_safe_norm_scales_only_the_rows_that_need_it(monkeypatch):
     with pytest.raises(ValueError, match="g contains 1 NaN"):
         g[5, 2] = math.nan
         dl.safe_norm(g)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(_MAGNITUDES[:-1] + [3e37]), min_size=1, max_size=8), st.integers(1, 300),
+       st.sampled_from(["float32", "float64"]), st.sampled_from([1e-30, 1e-3, 1.0, 1e20]), st.integers(0, 2**31 - 1))
+def test_clip_matches_a_float64_reference_on_every_scale(scales, p, dtype, C, seed):
+    """clip's one-pass fast path and its rescaled path agree with ``g·min(1, C/‖g‖)`` on exact
+    values (float64) for rows of every magnitude (finite entries: clip rejects inf; norms may still
+    overflow float32), and never leave a norm above C."""
+    gen = torch.Generator().manual_seed(seed)
+    dt = getattr(torch, dtype)
+    g = torch.stack([torch.randn(p, generator=gen, dtype=torch.float64) * s for s in scales]).to(dt)
+    g64 = g.double()
+    n64 = torch.linalg.vector_norm(g64, dim=-1, keepdim=True)
+    ref = torch.where(n64 > C, g64 * (C / n64), g64)
+    out = dl.clip(g, C)
+    fi = torch.finfo(dt)
+    assert out.dtype == dt
+    assert torch.allclose(out.double(), ref, rtol=8 * fi.eps, atol=2 * fi.tiny * fi.eps)
+    assert bool((torch.linalg.vector_norm(out.double(), dim=-1) <= C * (1 + 8 * fi.eps)).all())
