@@ -11,18 +11,18 @@ backward pass, no parameter gradients):
   ``‖a_i‖² ‖δ_i‖²`` for ``T = 1`` and, by the *ghost norm* identity
   (Goodfellow 2015; Li et al. 2022, §4),
   ``‖G_i‖² = Σ_{t,t'} (a_{it}·a_{it'}) (δ_{it}·δ_{it'})`` otherwise — or, when
-  that costs more than forming ``G_i`` (``2 T² > d_in d_out``; the "mixed" rule
-  of Bu et al. 2023), ``G_i`` is formed (*book-keeping*, Bu et al. 2023) and kept
-  for the sum. The clipped sum is ``Σ_i s_i G_i = (s ⊙ δ)ᵀ a``: one matrix
-  product per layer, no second backward pass.
+  that costs more multiply-adds than forming ``G_i`` (``T (d_in + d_out) ≥ d_in d_out``;
+  a time version of the "mixed" rule of Bu et al. 2023), ``G_i`` is formed
+  (*book-keeping*, Bu et al. 2023) and kept for the sum. The clipped sum is
+  ``Σ_i s_i G_i = (s ⊙ δ)ᵀ a``: one matrix product per layer, no second backward pass.
 * **Conv1d / Conv2d**: a Linear layer over the ``L`` output positions of the
-  unfolded input. The per-example weight gradients ``G_i`` are formed
-  (book-keeping) by one grouped-convolution weight gradient with the batch as
-  groups — no ``F.unfold``, except for thin layers on small maps (a first layer on
-  8×8 one-channel images), where ``F.unfold`` + one ``bmm`` is faster — then norms
-  and the clipped sum ``Σ_i s_i G_i`` are a reduction and one matrix-vector
-  product. Groups, strides, dilation and string / non-zero padding modes are
-  supported.
+  unfolded input (its patches, gathered channels-last): ghost norm or book-keeping as
+  above. On larger maps (``L > 64``), and for thin layers (a first layer on one-channel
+  images), book-keeping forms ``G_i`` without the patches: one grouped-convolution
+  weight gradient with the batch as groups, or ``F.unfold`` + one ``bmm`` for thin
+  layers on small maps; norms and the clipped sum ``Σ_i s_i G_i`` are then a reduction
+  and one matrix product. Groups, strides, dilation and string / non-zero padding
+  modes are supported.
 * **Embedding**: ``‖G_i‖² = Σ_{t,t'} 1[id_{it} = id_{it'}] δ_{it}·δ_{it'}``;
   the clipped sum is an ``index_add`` of ``s_i δ_{it}``.
 * **LayerNorm / GroupNorm**: per-example gradients of the affine weight and
@@ -151,14 +151,24 @@ def _linear_like(a: torch.Tensor, d: torch.Tensor, weight, bias, finish):
     return out
 
 
-#: "auto": ghost norm when 2 T² < d_in d_out (Bu et al. 2023's mixed rule), else book-keeping;
-#: "ghost" / "bookkeeping" force one (tests cover both branches with it).
+#: "auto": the ghost norm when it costs fewer multiply-adds than forming the per-example
+#: gradients, ``T (d_in + d_out) < d_in d_out`` (Gram matrices ``B T² (d_in + d_out)`` against
+#: ``B T d_in d_out``), else book-keeping; "ghost" / "bookkeeping" force one (tests cover both
+#: branches with it). Bu et al. (2023)'s mixed rule ``2 T² < d_in d_out`` weighs memory: on a CPU
+#: it picks the ghost norm for, e.g., a 7×7 conv with 32 → 32 channels, 2x slower there.
 STRATEGY = "auto"
+
+#: Conv book-keeping on maps of at most this many output positions forms the per-example weight
+#: gradients from the layer's patches by one ``bmm``; on larger maps by one grouped convolution
+#: (:func:`_conv_weight_grads`). Measured (batch 64, 1 thread; rule alone): 7×7 and 8×8 maps
+#: 10–20 % faster with patches, 4×4 maps 3x; 10×10 even, 12×12 and larger slower.
+#: 0 forces the grouped convolution (tests cover both paths with it).
+PATCH_POSITIONS = 64
 
 
 def _use_ghost(T, din, dout):
     if STRATEGY == "auto":
-        return 2 * T * T < din * dout
+        return T * (din + dout) < din * dout
     return STRATEGY == "ghost"
 
 
@@ -256,19 +266,24 @@ def _conv_finish(W):
 
 
 def _rule_conv(m, calls):
-    """Conv1d / Conv2d: ghost norm over the L output positions when ``2 L² < d_in d_out``
-    (small feature maps), else per-example weight gradients formed once (book-keeping)."""
+    """Conv1d / Conv2d: a Linear layer over the L output positions of the patches — ghost norm
+    when it is cheaper (:func:`_use_ghost`), else book-keeping — for ``groups = 1`` where the
+    ghost norm is chosen or on small maps (``L ≤ PATCH_POSITIONS``, thin layers excepted);
+    otherwise per-example weight gradients by :func:`_conv_weight_grads` (book-keeping)."""
     B = calls[0][0].shape[0]
     out = {}
     W, bias = m.weight, m.bias
     if W.requires_grad:
         L = sum(g[0, 0].numel() for _, g in calls)
         din, dout = W[0].numel() * m.groups, W.shape[0]
-        if m.groups == 1 and _use_ghost(L, din, dout):  # a Linear layer over the L positions
+        use_ghost = _use_ghost(L, din, dout)
+        # a Linear layer over the L positions (thin layers: F.unfold + bmm is faster, see _thin)
+        if m.groups == 1 and (use_ghost or (L <= PATCH_POSITIONS and not _thin(m, L))):
             a = _cat([_conv_patches(m, x) for x, _ in calls])                      # [B, L, d_in]
-            # [B, L, d_out], positions-major in memory: the Gram bmm and the clipped sum's matrix
-            # product read it directly (a transposed view would be copied by each of them)
-            d = _cat([g.reshape(B, dout, -1).transpose(1, 2) for _, g in calls]).contiguous()
+            d = _cat([g.reshape(B, dout, -1).transpose(1, 2) for _, g in calls])  # [B, L, d_out]
+            if use_ghost:  # positions-major in memory: the Gram bmm and the clipped sum's matrix
+                d = d.contiguous()  # product read it directly (each would copy a transposed view)
+            # (book-keeping's bmm reads the transposed view [B, d_out, L], contiguous, as it is)
             return _linear_like(a, d, W, bias if (bias is not None and bias.requires_grad) else None,
                                 _conv_finish(W))
         else:

@@ -63,9 +63,13 @@ def _batched_grad_fn(model, loss, X, y):
     return fn
 
 
-@pytest.fixture(params=["auto", "ghost", "bookkeeping"])
+@pytest.fixture(params=["auto", "ghost", "bookkeeping", "bookkeeping, grouped conv"])
 def strategy(request, monkeypatch):
-    monkeypatch.setattr(ghost, "STRATEGY", request.param)
+    """The rule branches: as chosen, ghost norms forced, book-keeping forced (conv layers on small
+    maps from their patches), and book-keeping with every conv layer by the grouped convolution."""
+    monkeypatch.setattr(ghost, "STRATEGY", request.param.split(",")[0])
+    if request.param.endswith("grouped conv"):
+        monkeypatch.setattr(ghost, "PATCH_POSITIONS", 0)
     return request.param
 
 
@@ -117,6 +121,24 @@ def test_thin_conv_rule_applies_where_documented():
     assert not ghost._thin(nn.Conv2d(2, 4, 3, groups=2, padding=1), 16)
     assert not ghost._thin(nn.Conv2d(2, 4, 3, padding=1), 16)      # C_in · k = 18
     assert not ghost._thin(nn.Conv1d(1, 4, 3, padding=1), 16)
+
+
+def test_rule_choice_follows_the_documented_costs(monkeypatch):
+    """Ghost norm where its Gram matrices cost fewer multiply-adds than forming G_i; conv book-keeping
+    from the patches on small maps (thin layers and larger maps by _conv_weight_grads)."""
+    assert ghost._use_ghost(16, 144, 32)          # the book CNN's second conv on 8×8 digits (4×4 map)
+    assert not ghost._use_ghost(49, 288, 32)      # 7×7, 32 → 32: 2 L² < d_in d_out, but 2x slower as ghost
+    assert not ghost._use_ghost(196, 144, 32)     # 14×14
+    grouped = []
+    real = ghost._conv_weight_grads
+    monkeypatch.setattr(ghost, "_conv_weight_grads", lambda m, x, g: grouped.append(x.shape[-1]) or real(m, x, g))
+    for conv, side in ((nn.Conv2d(8, 8, 3, padding=1), 4),      # TinyCNN's second conv: patches
+                       (nn.Conv2d(32, 32, 3, padding=1), 7),    # patches (book-keeping)
+                       (nn.Conv2d(1, 8, 3, padding=1), 8),      # thin: unfold + bmm
+                       (nn.Conv2d(16, 32, 3, padding=1), 14)):  # a larger map: grouped convolution
+        x = torch.randn(5, conv.in_channels, side, side)
+        ghost._rule_conv(conv, [[x, torch.randn(5, conv.out_channels, side, side)]])
+    assert grouped == [8, 14]
 
 
 def test_plan_frees_layer_outputs_and_gradients_before_the_later_rules(monkeypatch):
