@@ -74,8 +74,7 @@ def safe_norm(g: torch.Tensor) -> torch.Tensor:
     if g.dim() == 1:
         return _scaled_norm(g)
     bad = ~ok
-    n[bad] = _scaled_norm(g[bad])
-    return n
+    return n.index_put((bad,), _scaled_norm(g[bad]))  # out of place: autograd keeps vector_norm's result
 
 
 def _one_pass_norm(g: torch.Tensor, keepdim: bool = False):

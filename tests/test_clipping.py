@@ -187,3 +187,16 @@ def test_clip_matches_a_float64_reference_on_every_scale(scales, p, dtype, C, se
     assert out.dtype == dt
     assert torch.allclose(out.double(), ref, rtol=8 * fi.eps, atol=2 * fi.tiny * fi.eps)
     assert bool((torch.linalg.vector_norm(out.double(), dim=-1) <= C * (1 + 8 * fi.eps)).all())
+
+
+def test_safe_norm_is_differentiable_on_both_paths():
+    """Rows through the one-pass norm and rows through the rescaled path (zero, tiny) in one matrix:
+    the backward runs (no in-place write over a tensor autograd saved) and matches g/‖g‖ on regular rows."""
+    g = torch.randn(4, 5, dtype=torch.float64)
+    g[1] = 0.0
+    g[2] *= 1e-300
+    g.requires_grad_(True)
+    dl.safe_norm(g).sum().backward()
+    for i in (0, 3):
+        assert torch.allclose(g.grad[i], g[i].detach() / g[i].detach().norm())
+    assert torch.autograd.gradcheck(dl.safe_norm, (torch.randn(3, 4, dtype=torch.float64, requires_grad=True),))
