@@ -18,6 +18,9 @@ size drawn from the same data set, interleaved round by round:
   per-example clipping method does. Its ratios bound what any of them can reach here
   (e.g. a target of 0.6× Opacus hooks is out of reach where the floor is already near 0.6).
 
+A second table runs the book's own models (:data:`BOOK_MODELS`: the TinyCNN on 8×8 images,
+the CharModel on 64-character sequences) against plain SGD and Opacus hooks.
+
 A ratio is the median over rounds of the ratio within a round (robust to load from
 other processes). The last section reports ``dl.train``'s own overhead (a step of
 ``dl.train`` vs the bare oracle + noise + update on the same batch) and peak RSS of a
@@ -73,6 +76,18 @@ def paired(t, a, b):
     return statistics.median(x / y for x, y in zip(t[a], t[b]))
 
 
+def sgd_steps(model, opt, loss, X, y, batches):
+    """K steps of the optimizer ``opt`` on ``loss(model(X[i]), y[i])``, batches ``i = batches()``: the
+    plain SGD and Opacus contenders (fixed-size batches)."""
+    def steps():
+        for _ in range(K):
+            i = batches()
+            opt.zero_grad(set_to_none=True)
+            loss(model(X[i]), y[i]).backward()
+            opt.step()
+    return steps
+
+
 def layer_output_floor(model, X, y, batches):
     """K forward passes and backward passes down to each Conv2d/Linear output (see ``FLOOR``)."""
     outs = []
@@ -99,14 +114,7 @@ def contenders(side, batch, device, n=4096):
         return torch.randint(0, n, (batch,), generator=g, device=device)
 
     m_plain = small_cnn(side).to(device)
-    opt = torch.optim.SGD(m_plain.parameters(), lr=0.01)
-
-    def plain():
-        for _ in range(K):
-            i = batches()
-            opt.zero_grad(set_to_none=True)
-            F.cross_entropy(m_plain(X[i]), y[i]).backward()
-            opt.step()
+    plain = sgd_steps(m_plain, torch.optim.SGD(m_plain.parameters(), lr=0.01), F.cross_entropy, X, y, batches)
 
     m_ours = small_cnn(side).to(device)
     kw = dict(steps=K, lr=0.01, clip_norm=1.0, noise_multiplier=1.0, batch_size=batch, progress=False)
@@ -134,22 +142,51 @@ def contenders(side, batch, device, n=4096):
                 criterion=nn.CrossEntropyLoss(), noise_multiplier=1.0, max_grad_norm=1.0,
                 grad_sample_mode="ghost", poisson_sampling=False)
 
-        def opacus_hooks():
-            for _ in range(K):
-                i = batches()
-                op_opt.zero_grad(set_to_none=True)
-                F.cross_entropy(m_op(X[i]), y[i]).backward()
-                op_opt.step()
+        fns["Opacus hooks"] = sgd_steps(m_op, op_opt, F.cross_entropy, X, y, batches)
+        fns["Opacus ghost"] = sgd_steps(m_gh, gh_opt, gh_crit, X, y, batches)
+    except ImportError:  # pragma: no cover
+        pass
+    return fns
 
-        def opacus_ghost():
-            for _ in range(K):
-                i = batches()
-                gh_opt.zero_grad(set_to_none=True)
-                gh_crit(m_gh(X[i]), y[i]).backward()
-                gh_opt.step()
 
-        fns["Opacus hooks"] = opacus_hooks
-        fns["Opacus ghost"] = opacus_ghost
+#: The book's own models: the TinyCNN of Part IV on 8×8 one-channel images (the digits' size) and the
+#: CharModel (embedding → causal Conv1d → linear) on 64-character sequences over a 30-symbol vocabulary.
+BOOK_MODELS = ("TinyCNN 8x8", "CharModel L=64")
+
+
+def book_model_contenders(name, batch, device, n=2048):
+    """plain SGD, ``dl.train`` DP-SGD and Opacus hooks (fixed-size batches) on one of :data:`BOOK_MODELS`."""
+    from dpclip_lab import models
+    torch.manual_seed(0)
+    if name == "TinyCNN 8x8":
+        X, y = torch.randn(n, 1, 8, 8, device=device), torch.randint(0, 10, (n,), device=device)
+        make, loss = (lambda: models.TinyCNN(8).to(device)), F.cross_entropy
+    elif name == "CharModel L=64":
+        X = torch.randint(1, 30, (n, 64), device=device)
+        y = X  # next-character targets are the sequence itself
+        make, loss = (lambda: models.CharModel(30).to(device)), models.sequence_loss
+    else:
+        raise ValueError(f"name must be one of {BOOK_MODELS}, got {name!r}")
+    g = torch.Generator(device=device).manual_seed(1)
+
+    def batches():
+        return torch.randint(0, n, (batch,), generator=g, device=device)
+
+    m_plain = make()
+    fns = {"plain SGD": sgd_steps(m_plain, torch.optim.SGD(m_plain.parameters(), lr=0.01), loss, X, y, batches)}
+    m_ours = make()
+    kw = dict(steps=K, lr=0.01, clip_norm=1.0, noise_multiplier=1.0, batch_size=batch, progress=False)
+    seed = iter(range(10**9))
+    fns["dl.train DP-SGD"] = lambda: train(m_ours, loss, X, y, seed=next(seed), **kw)
+    try:
+        from opacus import GradSampleModule
+        from opacus.optimizers import DPOptimizer
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m_op = GradSampleModule(make())
+            op_opt = DPOptimizer(torch.optim.SGD(m_op.parameters(), lr=0.01), noise_multiplier=1.0,
+                                 max_grad_norm=1.0, expected_batch_size=batch)
+            fns["Opacus hooks"] = sgd_steps(m_op, op_opt, loss, X, y, batches)
     except ImportError:  # pragma: no cover
         pass
     return fns
@@ -227,6 +264,18 @@ def peak_rss(mode: str) -> tuple[float, float]:
     return float(out[0]) / 1024, float(out[1]) / 1024
 
 
+def print_case(case: str, t: dict) -> None:
+    """Rows of the table for one case: ms per step and the paired ratios to the baselines present."""
+    for name in t:
+        if name == "plain SGD":
+            continue
+        ms = statistics.median(t[name]) * 1e3
+        hooks = f"{paired(t, name, 'Opacus hooks'):14.2f}" if "Opacus hooks" in t else " " * 14
+        ghost = f"{paired(t, name, 'Opacus ghost'):14.2f}" if "Opacus ghost" in t else ""
+        print(f"{case:<22}| {name:<30}| {ms:7.2f} | {paired(t, name, 'plain SGD'):5.2f} | {hooks} | {ghost}")
+    print(f"{'':<22}| {'plain SGD':<30}| {statistics.median(t['plain SGD']) * 1e3:7.2f} |")
+
+
 def main(quick=False, device="cpu"):
     torch.set_num_threads(1)
     # Opacus's backward hooks warn (once per call site) that no input requires gradients: true of
@@ -237,17 +286,10 @@ def main(quick=False, device="cpu"):
           f"load average {os.getloadavg()[0]:.2f}")
     print(f"\n{'case':<22}| {'contender':<30}| ms/step | / SGD | / Opacus hooks | / Opacus ghost")
     for side, batch in ((8, 64), (8, 256), (28, 64), (28, 256)):
-        t = interleaved(contenders(side, batch, device), reps)
-        for name in t:
-            if name == "plain SGD":
-                continue
-            ms = statistics.median(t[name]) * 1e3
-            hooks = f"{paired(t, name, 'Opacus hooks'):14.2f}" if "Opacus hooks" in t else " " * 14
-            ghost = f"{paired(t, name, 'Opacus ghost'):14.2f}" if "Opacus ghost" in t else ""
-            case = f"CNN {side}x{side}, batch {batch}"
-            print(f"{case:<22}| {name:<30}| {ms:7.2f} | {paired(t, name, 'plain SGD'):5.2f} "
-                  f"| {hooks} | {ghost}")
-        print(f"{'':<22}| {'plain SGD':<30}| {statistics.median(t['plain SGD']) * 1e3:7.2f} |")
+        print_case(f"CNN {side}x{side}, batch {batch}", interleaved(contenders(side, batch, device), reps))
+    print("\nthe book's own models (dpclip_lab.models), batch 64:")
+    for name in BOOK_MODELS:
+        print_case(f"{name}, b 64", interleaved(book_model_contenders(name, 64, device), reps))
     print("\ndl.train's own overhead per step (CNN 8x8 and 28x28, batch 64; the default log reads the\n"
           "steps' own losses; a monitor set is evaluated every 10 steps):")
     for side in (8, 28):

@@ -47,3 +47,19 @@ def test_bench_train_overhead_compares_the_same_step(bench_train):
     times = bench_train.overhead(8, 16, repeats=1, device="cpu")
     assert set(times) == {"bare step", "dl.train, 10-step calls", "dl.train, 50-step calls",
                           "dl.train, 50 steps, monitor 64 ex."}
+
+
+@pytest.mark.parametrize("name", ["TinyCNN 8x8", "CharModel L=64"])
+def test_bench_train_book_models_each_take_their_steps(bench_train, name, capsys):
+    pytest.importorskip("opacus")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fns = bench_train.book_model_contenders(name, 16, "cpu", n=128)
+        assert set(fns) == {"plain SGD", "dl.train DP-SGD", "Opacus hooks"}
+        times = bench_train.interleaved(fns, repeats=1)
+    assert all(len(v) == 1 and v[0] > 0 for v in times.values())
+    bench_train.print_case(name, times)  # one row per contender, ratios to the baselines present
+    rows = capsys.readouterr().out.splitlines()
+    assert len(rows) == 3 and rows[0].startswith(name) and "dl.train DP-SGD" in rows[0]
+    with pytest.raises(ValueError, match="name must be one of"):
+        bench_train.book_model_contenders("ResNet", 16, "cpu")
