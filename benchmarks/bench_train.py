@@ -104,48 +104,62 @@ def layer_output_floor(model, X, y, batches):
     return floor
 
 
+def random_batches(n, batch, device):
+    """Fixed-size batches of random indices, from one seeded generator (the baselines' sampling)."""
+    g = torch.Generator(device=device).manual_seed(1)
+    return lambda: torch.randint(0, n, (batch,), generator=g, device=device)
+
+
+def plain_sgd(model, loss, X, y, batches):
+    """The plain SGD contender: ``torch.optim.SGD`` steps on ``model``."""
+    return sgd_steps(model, torch.optim.SGD(model.parameters(), lr=0.01), loss, X, y, batches)
+
+
+def dp_train(model, loss, X, y, batch):
+    """``dl.train`` contender: ``f(**extra)`` takes K private steps (a fresh seed per call) with the
+    benchmark's settings, ``extra`` selecting the method or the per-example path."""
+    kw = dict(steps=K, lr=0.01, clip_norm=1.0, noise_multiplier=1.0, batch_size=batch, progress=False)
+    seed = iter(range(10**9))
+    return lambda **extra: train(model, loss, X, y, seed=next(seed), **kw, **extra)
+
+
+def opacus_hooks(model, loss, X, y, batches, batch):
+    """The Opacus hooks contender: ``GradSampleModule`` + ``DPOptimizer``, fixed-size batches."""
+    from opacus import GradSampleModule
+    from opacus.optimizers import DPOptimizer
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m_op = GradSampleModule(model)
+        opt = DPOptimizer(torch.optim.SGD(m_op.parameters(), lr=0.01), noise_multiplier=1.0, max_grad_norm=1.0,
+                          expected_batch_size=batch)
+    return sgd_steps(m_op, opt, loss, X, y, batches)
+
+
 def contenders(side, batch, device, n=4096):
     torch.manual_seed(0)
     X = torch.randn(n, 1, side, side, device=device)
     y = torch.randint(0, 10, (n,), device=device)
-    g = torch.Generator(device=device).manual_seed(1)
-
-    def batches():
-        return torch.randint(0, n, (batch,), generator=g, device=device)
-
-    m_plain = small_cnn(side).to(device)
-    plain = sgd_steps(m_plain, torch.optim.SGD(m_plain.parameters(), lr=0.01), F.cross_entropy, X, y, batches)
-
-    m_ours = small_cnn(side).to(device)
-    kw = dict(steps=K, lr=0.01, clip_norm=1.0, noise_multiplier=1.0, batch_size=batch, progress=False)
-    seed = iter(range(10**9))
-    fns = {"plain SGD": plain,
-           "dl.train DP-SGD": lambda: train(m_ours, F.cross_entropy, X, y, seed=next(seed), **kw),
-           "dl.train DiceSGD": lambda: train(m_ours, F.cross_entropy, X, y, seed=next(seed), method="dice_sgd",
-                                             feedback_clip_norm=2.0, **kw),
-           "dl.train DP-SGD (torch.func)": lambda: train(m_ours, F.cross_entropy, X, y, seed=next(seed),
-                                                         per_example="materialize", **kw),
+    batches = random_batches(n, batch, device)
+    dp = dp_train(small_cnn(side).to(device), F.cross_entropy, X, y, batch)
+    fns = {"plain SGD": plain_sgd(small_cnn(side).to(device), F.cross_entropy, X, y, batches),
+           "dl.train DP-SGD": dp,
+           "dl.train DiceSGD": lambda: dp(method="dice_sgd", feedback_clip_norm=2.0),
+           "dl.train DP-SGD (torch.func)": lambda: dp(per_example="materialize"),
            FLOOR: layer_output_floor(small_cnn(side).to(device), X, y, batches)}
     try:
-        from opacus import GradSampleModule, PrivacyEngine
-        from opacus.optimizers import DPOptimizer
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            m_op = GradSampleModule(small_cnn(side).to(device))
-            op_opt = DPOptimizer(torch.optim.SGD(m_op.parameters(), lr=0.01), noise_multiplier=1.0,
-                                 max_grad_norm=1.0, expected_batch_size=batch)
-            loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y), batch_size=batch)
-            pe = PrivacyEngine()
-            m_gh = small_cnn(side).to(device)
-            m_gh, gh_opt, gh_crit, _ = pe.make_private(
-                module=m_gh, optimizer=torch.optim.SGD(m_gh.parameters(), lr=0.01), data_loader=loader,
-                criterion=nn.CrossEntropyLoss(), noise_multiplier=1.0, max_grad_norm=1.0,
-                grad_sample_mode="ghost", poisson_sampling=False)
-
-        fns["Opacus hooks"] = sgd_steps(m_op, op_opt, F.cross_entropy, X, y, batches)
-        fns["Opacus ghost"] = sgd_steps(m_gh, gh_opt, gh_crit, X, y, batches)
+        from opacus import PrivacyEngine
     except ImportError:  # pragma: no cover
-        pass
+        return fns
+    fns["Opacus hooks"] = opacus_hooks(small_cnn(side).to(device), F.cross_entropy, X, y, batches, batch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y), batch_size=batch)
+        m_gh = small_cnn(side).to(device)
+        m_gh, gh_opt, gh_crit, _ = PrivacyEngine().make_private(
+            module=m_gh, optimizer=torch.optim.SGD(m_gh.parameters(), lr=0.01), data_loader=loader,
+            criterion=nn.CrossEntropyLoss(), noise_multiplier=1.0, max_grad_norm=1.0,
+            grad_sample_mode="ghost", poisson_sampling=False)
+    fns["Opacus ghost"] = sgd_steps(m_gh, gh_opt, gh_crit, X, y, batches)
     return fns
 
 
@@ -167,26 +181,11 @@ def book_model_contenders(name, batch, device, n=2048):
         make, loss = (lambda: models.CharModel(30).to(device)), models.sequence_loss
     else:
         raise ValueError(f"name must be one of {BOOK_MODELS}, got {name!r}")
-    g = torch.Generator(device=device).manual_seed(1)
-
-    def batches():
-        return torch.randint(0, n, (batch,), generator=g, device=device)
-
-    m_plain = make()
-    fns = {"plain SGD": sgd_steps(m_plain, torch.optim.SGD(m_plain.parameters(), lr=0.01), loss, X, y, batches)}
-    m_ours = make()
-    kw = dict(steps=K, lr=0.01, clip_norm=1.0, noise_multiplier=1.0, batch_size=batch, progress=False)
-    seed = iter(range(10**9))
-    fns["dl.train DP-SGD"] = lambda: train(m_ours, loss, X, y, seed=next(seed), **kw)
+    batches = random_batches(n, batch, device)
+    fns = {"plain SGD": plain_sgd(make(), loss, X, y, batches),
+           "dl.train DP-SGD": dp_train(make(), loss, X, y, batch)}
     try:
-        from opacus import GradSampleModule
-        from opacus.optimizers import DPOptimizer
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            m_op = GradSampleModule(make())
-            op_opt = DPOptimizer(torch.optim.SGD(m_op.parameters(), lr=0.01), noise_multiplier=1.0,
-                                 max_grad_norm=1.0, expected_batch_size=batch)
-            fns["Opacus hooks"] = sgd_steps(m_op, op_opt, loss, X, y, batches)
+        fns["Opacus hooks"] = opacus_hooks(make(), loss, X, y, batches, batch)
     except ImportError:  # pragma: no cover
         pass
     return fns
