@@ -108,7 +108,9 @@ def check_int(value, name: str, *, minimum: int = 0) -> int:
 def check_finite_tensor(t: torch.Tensor, name: str, *, hint: str = "") -> torch.Tensor:
     """Raise ``ValueError`` if ``t`` holds NaN or inf (e.g. a diverged gradient).
 
-    ``hint`` (e.g. the usual cause) is appended to the message.
+    ``hint`` (e.g. the usual cause) is appended to the message. Costs one sum in the
+    usual case: the entrywise scan (about as much as the per-example backward of a
+    small CNN on a ``[batch, p]`` matrix) runs only when the sum is not finite.
     """
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")

@@ -65,7 +65,11 @@ def test_buffers_and_frozen_parameters_come_from_the_module():
 
 
 def test_finite_check_is_exact():
-    from dpclip_lab.per_sample import _check_finite
+    """The per-example gradients' check (the shared check_finite_tensor: one sum, a scan only if it is not finite)."""
+    from dpclip_lab._validation import check_finite_tensor
+
+    def _check_finite(t):
+        return check_finite_tensor(t, "per-example gradients")
     huge = torch.full((4, 3), 3e38)  # finite entries whose float32 sum overflows: no error
     assert _check_finite(huge) is huge
     bad = torch.zeros(4, 3)
