@@ -147,7 +147,7 @@ def _linear_like(a: torch.Tensor, d: torch.Tensor, weight, bias, finish):
             out[weight] = (n2, lambda W: finish(W.mm(G.view(B, -1)).view(-1, din)))
     if bias is not None:
         gb = d.sum(1)  # [B, d_out]
-        out[bias] = (_sq(gb), lambda W: W.mm(gb))
+        out[bias] = _formed(gb)
     return out
 
 
@@ -290,15 +290,21 @@ def _rule_conv(m, calls):
             G = _conv_weight_grads(m, *calls[0])
             for x, g in calls[1:]:
                 G = G + _conv_weight_grads(m, x, g)
-            out[W] = (_sq(G), lambda w: w.mm(G))
+            out[W] = _formed(G)
     if bias is not None and bias.requires_grad:
         gb = sum(g.reshape(B, g.shape[1], -1).sum(-1) for _, g in calls)
-        out[bias] = (_sq(gb), lambda w: w.mm(gb))
+        out[bias] = _formed(gb)
     return out
 
 
 def _cat(ts):
     return ts[0] if len(ts) == 1 else torch.cat(ts, 1)
+
+
+def _formed(G):
+    """The term of per-example gradients formed as the rows of ``G [B, k]``: their squared norms,
+    and the weighted sums ``W ↦ W G`` (``[K, B] -> [K, k]``)."""
+    return _sq(G), (lambda w: w.mm(G))
 
 
 def _sq(G):
@@ -350,7 +356,7 @@ def _rule_norm(m, calls):
     for p, gp in ((m.weight, gw), (m.bias, gb)):
         if p is not None and p.requires_grad:
             gp = gp.reshape(B, -1)
-            out[p] = (_sq(gp), (lambda G: lambda w: w.mm(G))(gp))
+            out[p] = _formed(gp)
     return out
 
 
