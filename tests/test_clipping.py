@@ -129,6 +129,13 @@ def test_empty_inputs_name_the_problem():
 _MAGNITUDES = [0.0, 1e-44, 1e-30, 1e-20, 1e-14, 1e-3, 1.0, 1e3, 1e18, 1e20, 1e30, 2e38]
 
 
+def _rows_at_scales(scales, p, dtype, seed):
+    """One Gaussian row of length p per scale, cast to ``dtype``: ``(g, torch dtype)``."""
+    gen = torch.Generator().manual_seed(seed)
+    dt = getattr(torch, dtype)
+    return torch.stack([torch.randn(p, generator=gen, dtype=torch.float64) * s for s in scales]).to(dt), dt
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.sampled_from(_MAGNITUDES), min_size=1, max_size=8), st.integers(1, 300),
        st.sampled_from(["float32", "float64"]), st.integers(0, 2**31 - 1))
@@ -137,9 +144,7 @@ def test_safe_norm_matches_a_float64_reference_on_every_scale(scales, p, dtype, 
     equals the norm of its exact values (computed in float64, where none of these under- or
     overflow) to a few ulp of the dtype (or the subnormal spacing, for a subnormal norm), or is
     inf where that norm exceeds the dtype's max."""
-    gen = torch.Generator().manual_seed(seed)
-    dt = getattr(torch, dtype)
-    g = torch.stack([torch.randn(p, generator=gen, dtype=torch.float64) * s for s in scales]).to(dt)
+    g, dt = _rows_at_scales(scales, p, dtype, seed)
     ref = torch.linalg.vector_norm(g.double(), dim=-1)  # squares from 1e-88 to 4e76: exact in float64
     out = dl.safe_norm(g)
     assert out.dtype == dt and out.shape == (len(scales),)
@@ -176,9 +181,7 @@ def test_clip_matches_a_float64_reference_on_every_scale(scales, p, dtype, C, se
     """clip's one-pass fast path and its rescaled path agree with ``g·min(1, C/‖g‖)`` on exact
     values (float64) for rows of every magnitude (finite entries: clip rejects inf; norms may still
     overflow float32), and never leave a norm above C."""
-    gen = torch.Generator().manual_seed(seed)
-    dt = getattr(torch, dtype)
-    g = torch.stack([torch.randn(p, generator=gen, dtype=torch.float64) * s for s in scales]).to(dt)
+    g, dt = _rows_at_scales(scales, p, dtype, seed)
     g64 = g.double()
     n64 = torch.linalg.vector_norm(g64, dim=-1, keepdim=True)
     ref = torch.where(n64 > C, g64 * (C / n64), g64)
