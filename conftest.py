@@ -35,6 +35,7 @@ from __future__ import annotations
 import copy
 import os
 import shutil
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -101,6 +102,7 @@ def pytest_configure(config):
     # (tools/assign.py, ASSIGN_CACHE_ENV); subprocesses inherit it.
     os.environ["DPCLIP_ASSIGN_CACHE"] = str(ASSIGN_CACHE)
     config._dpclip_kernel_env = None
+    _retry_kernel_starts()
 
 
 def _rank(item) -> int:
@@ -141,6 +143,47 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 # --------------------------------------------------------------------------- nbval
+
+#: Kernel starts nbval tries per chapter before the chapter errors. A start normally takes
+#: under 1.5 s here, even with both cores busy; once in CI (stop 19) one kernel never
+#: answered ``kernel_info`` and nbval gave up after its 60 s, failing every cell of the
+#: chapter. A hung start is a property of that one kernel process, so a fresh one is
+#: the cure; each try waits ``--nbval-kernel-startup-timeout`` seconds (pyproject.toml).
+KERNEL_START_ATTEMPTS = 3
+
+
+def with_retries(start, attempts: int, what: str):
+    """``start()``, tried up to ``attempts`` times while it raises ``RuntimeError``
+    (jupyter_client's error for a kernel that died or did not answer); the last error propagates."""
+    if attempts < 1:
+        raise ValueError(f"attempts must be >= 1, got {attempts}")
+    for attempt in range(1, attempts + 1):
+        try:
+            return start()
+        except RuntimeError as exc:
+            if attempt == attempts:
+                raise
+            print(f"{what}: start {attempt} of {attempts} failed ({exc}); starting a new kernel",
+                  file=sys.stderr, flush=True)
+
+
+def _retry_kernel_starts() -> None:
+    """Make nbval's per-notebook setup (which starts the kernel) use :func:`with_retries`."""
+    try:
+        from nbval.plugin import IPyNbFile
+    except ImportError:  # nbval not installed: no notebooks are collected
+        return
+    if getattr(IPyNbFile.setup, "_dpclip_retries", False):
+        return
+    start_kernel = IPyNbFile.setup
+
+    def setup(self):
+        # nbval's start_new_kernel shuts a kernel down itself when it fails to answer
+        return with_retries(lambda: start_kernel(self), KERNEL_START_ATTEMPTS, f"nbval kernel for {self.path.name}")
+
+    setup._dpclip_retries = True
+    IPyNbFile.setup = setup
+
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_setup(item):
