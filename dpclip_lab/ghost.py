@@ -17,12 +17,12 @@ backward pass, no parameter gradients):
   ``Σ_i s_i G_i = (s ⊙ δ)ᵀ a``: one matrix product per layer, no second backward pass.
 * **Conv1d / Conv2d**: a Linear layer over the ``L`` output positions of the
   unfolded input (its patches, gathered channels-last): ghost norm or book-keeping as
-  above. On larger maps (``L > 64``), and for thin layers (a first layer on one-channel
-  images), book-keeping forms ``G_i`` without the patches: one grouped-convolution
-  weight gradient with the batch as groups, or ``F.unfold`` + one ``bmm`` for thin
-  layers on small maps; norms and the clipped sum ``Σ_i s_i G_i`` are then a reduction
-  and one matrix product. Groups, strides, dilation and string / non-zero padding
-  modes are supported.
+  above. On larger maps (``L > 64``) book-keeping forms ``G_i`` by one grouped-convolution
+  weight gradient with the batch as groups; thin layers (short patches, e.g. a first
+  layer on one- or three-channel images) form it at any map size by one ``bmm`` over
+  their patches gathered position-innermost. Norms and the clipped sum ``Σ_i s_i G_i``
+  are then a reduction and one matrix product. Groups, strides, dilation and string /
+  non-zero padding modes are supported.
 * **Embedding**: ``‖G_i‖² = Σ_{t,t'} 1[id_{it} = id_{it'}] δ_{it}·δ_{it'}``;
   the clipped sum is an ``index_add`` of ``s_i δ_{it}``.
 * **LayerNorm / GroupNorm**: per-example gradients of the affine weight and
@@ -161,8 +161,9 @@ STRATEGY = "auto"
 #: Conv book-keeping on maps of at most this many output positions forms the per-example weight
 #: gradients from the layer's patches by one ``bmm``; on larger maps by one grouped convolution
 #: (:func:`_conv_weight_grads`). Measured (batch 64, 1 thread; rule alone): 7×7 and 8×8 maps
-#: 10–20 % faster with patches, 4×4 maps 3x; 10×10 even, 12×12 and larger slower.
-#: 0 forces the grouped convolution (tests cover both paths with it).
+#: 10–20 % faster with patches, 4×4 maps 3x; 10×10 even, 12×12 and larger slower. Thin layers
+#: (:data:`THIN_PATCH`) take their own path at every size. 0 here and ``THIN_PATCH = 0`` force the
+#: grouped convolution (tests cover every path with them).
 PATCH_POSITIONS = 64
 
 
@@ -190,16 +191,15 @@ def _conv_weight_grads(m, x, g):
     gradient (input ``[1, B·C_in, ...]``, output gradient ``[1, B·C_out, ...]``,
     ``groups = B · groups``): on CPU about as fast as the ordinary weight gradient,
     and 1.2–3x faster than ``F.unfold`` + ``bmm`` (Opacus's rule) on the benchmark
-    CNN's 28×28 layers (measured on a loaded 2-core machine). Thin layers on small
-    maps (:func:`_thin`) are the exception: there ``F.unfold`` + ``bmm`` wins.
+    CNN's 28×28 layers (measured on a loaded 2-core machine). Thin layers
+    (:func:`_thin`) are the exception: there the patches + one ``bmm`` win.
     """
     B = x.shape[0]
-    if _thin(m, g[0, 0].numel()):  # G_i = δ_i unfold(x_i)ᵀ: one batched product, no per-example convolution
-        a = F.unfold(x, m.kernel_size, dilation=m.dilation, padding=m.padding, stride=m.stride)  # [B, k·C_in, L]
+    if _thin(m):  # G_i = δ_i patches(x_i)ᵀ: one batched product, no per-example convolution
+        a = _thin_patches(m, x)  # [B, C_in · k, L]
         return torch.bmm(g.reshape(B, g.shape[1], -1), a.transpose(1, 2)).view(B, -1)
     if _pads_input(m):
-        mode = "constant" if m.padding_mode == "zeros" else m.padding_mode
-        x = F.pad(x, m._reversed_padding_repeated_twice, mode=mode)
+        x = _padded(m, x)
         pad = [0] * (x.dim() - 2)
     else:
         pad = list(m.padding)
@@ -212,15 +212,43 @@ def _conv_weight_grads(m, x, g):
     return gw.view(B, -1)
 
 
-def _thin(m, positions: int) -> bool:
-    """A Conv2d whose patches are short (``C_in · k ≤ 16``, e.g. a first layer on one-channel
-    images) with zero padding. On small feature maps (≤ 100 output positions, such as the
-    book's 8×8 digits) its per-example weight gradients are cheaper as ``F.unfold`` + one
-    ``bmm`` than as a grouped convolution: a DP-SGD step of the benchmark CNN at 8×8 is
-    4–7 % faster; at 12×12 and 16×16 the two are even, at 28×28 the grouped convolution
-    is 1–2.5 % faster (A/B in one process, 1 thread)."""
-    return (isinstance(m, nn.Conv2d) and m.groups == 1 and not _pads_input(m)
-            and m.weight[0].numel() <= 16 and positions <= 100)
+#: A conv layer is thin when its patches are this short or shorter (``C_in · k``: 3×3 kernels on one-
+#: or three-channel images). Measured (batch 64, 1 thread, rule alone): patches + ``bmm`` against the
+#: other paths 0.63–0.92x for ``C_in · k`` = 9, 25, 27 on 5×5 to 32×32 maps; 0.96–1.15x at 36–54;
+#: 1.2–2.4x at 72 and wider.
+THIN_PATCH = 27
+
+
+def _thin(m) -> bool:
+    """A conv layer with short patches (``C_in · k ≤ THIN_PATCH``) and ``groups = 1``, such as a first
+    layer on one-channel images: its per-example weight gradients are cheaper as one ``bmm`` over its
+    patches in :func:`_thin_patches`'s layout than as a grouped convolution (28×28 first layer of the
+    benchmark CNN: 1.5x faster at batch 64) or from channels-last patches (8×8: 1.4x)."""
+    return m.groups == 1 and m.weight[0].numel() <= THIN_PATCH
+
+
+def _padded(m, x):
+    """The input of a conv call padded as the layer pads it (string padding, any padding mode)."""
+    mode = "constant" if m.padding_mode == "zeros" else m.padding_mode
+    return F.pad(x, m._reversed_padding_repeated_twice, mode=mode)
+
+
+def _thin_patches(m, x):
+    """The patches of a Conv1d/Conv2d call in ``F.unfold``'s layout ``[B, C_in · k, L]`` (channel, kernel
+    position; the weight's order), gathered by one strided copy whose innermost run is a row of output
+    positions: 2x (8×8 maps) to 5x (28×28) faster than ``F.unfold``, which loops over the examples.
+    Few channels only: with many, the channels-last gather of :func:`_conv_patches` is faster."""
+    x = _padded(m, x)
+    if isinstance(m, nn.Conv1d):
+        x = x.unsqueeze(2)
+        k, st, dil = (1, m.kernel_size[0]), (1, m.stride[0]), (1, m.dilation[0])
+    else:
+        k, st, dil = m.kernel_size, m.stride, m.dilation
+    B, C, H, W = x.shape
+    Ho, Wo = (H - dil[0] * (k[0] - 1) - 1) // st[0] + 1, (W - dil[1] * (k[1] - 1) - 1) // st[1] + 1
+    s0, s1, s2, s3 = x.stride()
+    v = x.as_strided((B, C, k[0], k[1], Ho, Wo), (s0, s1, s2 * dil[0], s3 * dil[1], s2 * st[0], s3 * st[1]))
+    return v.reshape(B, C * k[0] * k[1], Ho * Wo)
 
 
 def _conv_patches(m, x):
@@ -233,8 +261,7 @@ def _conv_patches(m, x):
     """
     pad = None
     if _pads_input(m):
-        mode = "constant" if m.padding_mode == "zeros" else m.padding_mode
-        x = F.pad(x, m._reversed_padding_repeated_twice, mode=mode)
+        x = _padded(m, x)
     elif any(m.padding):
         pad = m.padding
     if isinstance(m, nn.Conv1d):
@@ -277,8 +304,8 @@ def _rule_conv(m, calls):
         L = sum(g[0, 0].numel() for _, g in calls)
         din, dout = W[0].numel() * m.groups, W.shape[0]
         use_ghost = _use_ghost(L, din, dout)
-        # a Linear layer over the L positions (thin layers: F.unfold + bmm is faster, see _thin)
-        if m.groups == 1 and (use_ghost or (L <= PATCH_POSITIONS and not _thin(m, L))):
+        # a Linear layer over the L positions (thin layers: their own patches + bmm are faster, see _thin)
+        if m.groups == 1 and (use_ghost or (L <= PATCH_POSITIONS and not _thin(m))):
             a = _cat([_conv_patches(m, x) for x, _ in calls])                      # [B, L, d_in]
             d = _cat([g.reshape(B, dout, -1).transpose(1, 2) for _, g in calls])  # [B, L, d_out]
             if use_ghost:  # positions-major in memory: the Gram bmm and the clipped sum's matrix

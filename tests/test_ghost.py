@@ -63,13 +63,17 @@ def _batched_grad_fn(model, loss, X, y):
     return fn
 
 
-@pytest.fixture(params=["auto", "ghost", "bookkeeping", "bookkeeping, grouped conv"])
+@pytest.fixture(params=["auto", "ghost", "bookkeeping", "bookkeeping, grouped conv", "bookkeeping, thin conv"])
 def strategy(request, monkeypatch):
     """The rule branches: as chosen, ghost norms forced, book-keeping forced (conv layers on small
-    maps from their patches), and book-keeping with every conv layer by the grouped convolution."""
+    maps from their patches, thin layers from theirs), book-keeping with every conv layer by the
+    grouped convolution, and book-keeping with every conv layer (groups = 1) treated as thin."""
     monkeypatch.setattr(ghost, "STRATEGY", request.param.split(",")[0])
     if request.param.endswith("grouped conv"):
         monkeypatch.setattr(ghost, "PATCH_POSITIONS", 0)
+        monkeypatch.setattr(ghost, "THIN_PATCH", 0)
+    if request.param.endswith("thin conv"):
+        monkeypatch.setattr(ghost, "THIN_PATCH", 10**9)
     return request.param
 
 
@@ -92,8 +96,10 @@ def _cls(n, k, seed=1):
     (lambda: nn.Conv2d(2, 4, (3, 2), stride=(2, 1), dilation=(1, 2), padding="valid"), (2, 7, 6)),
     (lambda: nn.Conv2d(2, 4, 3, padding="same", padding_mode="reflect", bias=False), (2, 5, 5)),
     (lambda: nn.Conv2d(4, 6, 3, groups=2, padding=1), (4, 5, 5)),
-    # a thin layer (C_in · k ≤ 16) on a small map: per-example gradients by unfold + bmm
+    # thin layers (C_in · k ≤ THIN_PATCH): per-example gradients by one bmm over their own patches
     (lambda: nn.Conv2d(1, 4, (3, 2), stride=(2, 1), dilation=(1, 2), padding=(1, 0)), (1, 7, 6)),
+    (lambda: nn.Conv2d(3, 4, 3, padding="same", padding_mode="reflect"), (3, 12, 11)),   # L > PATCH_POSITIONS
+    (lambda: nn.Conv1d(2, 3, 5, stride=2, dilation=2, padding=3, padding_mode="circular"), (2, 13)),
     (lambda: nn.LayerNorm(6), (3, 6)),
     (lambda: nn.LayerNorm((2, 3)), (2, 3)),
     (lambda: nn.GroupNorm(2, 4), (4, 3, 3)),
@@ -110,35 +116,52 @@ def test_every_layer_type_matches_materialized(layer, shape, strategy):
 
 
 def test_thin_conv_rule_applies_where_documented():
-    """The unfold + bmm per-example weight gradients are used for a thin Conv2d with numeric zero padding
-    (the parametrized case above and the book CNN's first layer), not for string padding, other padding
-    modes, groups, or wider patches."""
-    assert ghost._thin(nn.Conv2d(1, 4, (3, 2), stride=(2, 1), dilation=(1, 2), padding=(1, 0)), 3 * 5)
-    assert ghost._thin(small_cnn(8)[0], 8 * 8)
-    assert not ghost._thin(small_cnn(28)[0], 28 * 28)             # a large map: the grouped convolution
-    assert not ghost._thin(nn.Conv2d(2, 4, (3, 2), padding="valid"), 16)
-    assert not ghost._thin(nn.Conv2d(1, 4, 3, padding=1, padding_mode="reflect"), 16)
-    assert not ghost._thin(nn.Conv2d(2, 4, 3, groups=2, padding=1), 16)
-    assert not ghost._thin(nn.Conv2d(2, 4, 3, padding=1), 16)      # C_in · k = 18
-    assert not ghost._thin(nn.Conv1d(1, 4, 3, padding=1), 16)
+    """Per-example weight gradients from the layer's own patches for conv layers with short patches
+    (C_in · k ≤ THIN_PATCH: 3×3 kernels on one- or three-channel images) and groups = 1, at any map size,
+    padding or dimension; not for grouped or wider layers."""
+    assert ghost.THIN_PATCH == 27
+    assert ghost._thin(nn.Conv2d(1, 4, (3, 2), stride=(2, 1), dilation=(1, 2), padding=(1, 0)))
+    assert ghost._thin(small_cnn(8)[0]) and ghost._thin(small_cnn(28)[0])  # the benchmark CNN's first layer
+    assert ghost._thin(nn.Conv2d(3, 4, 3, padding="same", padding_mode="reflect"))  # C_in · k = 27
+    assert ghost._thin(nn.Conv1d(2, 4, 5, padding=1))
+    assert not ghost._thin(nn.Conv2d(4, 4, 3, padding=1))      # C_in · k = 36
+    assert not ghost._thin(nn.Conv2d(2, 4, 3, groups=2, padding=1))
+
+
+def test_thin_patches_are_unfolds_layout():
+    """The strided gather equals F.unfold (the layout the bmm and the weight's order rely on)."""
+    x = _x(3, 2, 9, 8)
+    for conv in (nn.Conv2d(2, 4, 3, padding=1), nn.Conv2d(2, 4, (3, 2), stride=(2, 3), dilation=(2, 1)),
+                 nn.Conv2d(2, 4, (2, 3), stride=2, padding=(1, 2))):
+        ref = F.unfold(x, conv.kernel_size, dilation=conv.dilation, padding=conv.padding, stride=conv.stride)
+        assert torch.equal(ghost._thin_patches(conv, x), ref)
+    conv1 = nn.Conv1d(2, 4, 3, stride=2, dilation=2, padding=2)
+    ref = F.unfold(x[:, :, :1], (1, 3), dilation=(1, 2), padding=(0, 2), stride=(1, 2))
+    assert torch.equal(ghost._thin_patches(conv1, x[:, :, 0]), ref)
 
 
 def test_rule_choice_follows_the_documented_costs(monkeypatch):
     """Ghost norm where its Gram matrices cost fewer multiply-adds than forming G_i; conv book-keeping
-    from the patches on small maps (thin layers and larger maps by _conv_weight_grads)."""
+    from the patches on small maps, thin layers from their own patches, larger maps by the grouped
+    convolution."""
     assert ghost._use_ghost(16, 144, 32)          # the book CNN's second conv on 8×8 digits (4×4 map)
     assert not ghost._use_ghost(49, 288, 32)      # 7×7, 32 → 32: 2 L² < d_in d_out, but 2x slower as ghost
     assert not ghost._use_ghost(196, 144, 32)     # 14×14
-    grouped = []
-    real = ghost._conv_weight_grads
-    monkeypatch.setattr(ghost, "_conv_weight_grads", lambda m, x, g: grouped.append(x.shape[-1]) or real(m, x, g))
+    paths = []
+    for name in ("_conv_patches", "_thin_patches"):
+        real = getattr(ghost, name)
+        monkeypatch.setattr(ghost, name, lambda m, x, real=real, name=name: paths.append(name[1:-8]) or real(m, x))
+    real_grads = ghost._conv_weight_grads
+    monkeypatch.setattr(ghost, "_conv_weight_grads",
+                        lambda m, x, g: (paths.append("grouped") if not ghost._thin(m) else None) or real_grads(m, x, g))
     for conv, side in ((nn.Conv2d(8, 8, 3, padding=1), 4),      # TinyCNN's second conv: patches
                        (nn.Conv2d(32, 32, 3, padding=1), 7),    # patches (book-keeping)
-                       (nn.Conv2d(1, 8, 3, padding=1), 8),      # thin: unfold + bmm
+                       (nn.Conv2d(1, 8, 3, padding=1), 8),      # thin
+                       (nn.Conv2d(1, 16, 3, padding=1), 28),    # thin, on a large map
                        (nn.Conv2d(16, 32, 3, padding=1), 14)):  # a larger map: grouped convolution
         x = torch.randn(5, conv.in_channels, side, side)
         ghost._rule_conv(conv, [[x, torch.randn(5, conv.out_channels, side, side)]])
-    assert grouped == [8, 14]
+    assert paths == ["conv", "conv", "thin", "thin", "grouped"]
 
 
 def test_plan_frees_layer_outputs_and_gradients_before_the_later_rules(monkeypatch):
