@@ -12,7 +12,20 @@ BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 def bench_train(monkeypatch):
     monkeypatch.syspath_prepend(str(BENCH))
     import bench_train
+    monkeypatch.setattr(bench_train, "WARM_STEPS", 3)
     return bench_train
+
+
+def test_dl_train_contenders_warm_up_before_the_timed_rounds(bench_train):
+    """Each dl.train contender takes WARM_STEPS untimed steps first (new Poisson batch sizes cost
+    more the first time), then K steps per timed call; the fixed-size baselines are called as they are."""
+    calls = []
+    dp = bench_train.dp_contender(lambda steps=bench_train.K, **extra: calls.append((steps, extra)), method="m")
+    plain = lambda: calls.append("plain")  # noqa: E731
+    times = bench_train.interleaved({"dp": dp, "plain": plain}, repeats=2)
+    K, W = bench_train.K, bench_train.WARM_STEPS
+    assert calls == [(W, {"method": "m"}), "plain"] + [(K, {"method": "m"}), "plain"] * 2
+    assert all(len(v) == 2 for v in times.values())
 
 
 def test_bench_train_contenders_each_take_their_steps(bench_train):
