@@ -126,12 +126,13 @@ def _kill_session(proc) -> None:
     proc.wait()
 
 
-#: jupyter_client's errors for a kernel that never came up: the chapter did not run at all.
-KERNEL_START_FAILURES = ("Kernel didn't respond in", "Kernel died before replying to kernel_info")
+_retry_spec = importlib.util.spec_from_file_location("kernel_start_retry", ROOT / "_ext" / "kernel_start_retry.py")
+kernel_start = importlib.util.module_from_spec(_retry_spec)
+_retry_spec.loader.exec_module(kernel_start)
 
 
 class KernelStartFailed(AssertionError):
-    """otter's kernel did not start (see ``KERNEL_START_FAILURES``); nothing was graded."""
+    """otter's kernel did not start (``_ext/kernel_start_retry.py``: ``KERNEL_START_FAILURES``); nothing was graded."""
 
 
 def _finish(job):
@@ -151,7 +152,7 @@ def _finish(job):
     workdir = args[2]
     if rc != 0:
         text = (workdir / "otter-run.log").read_text()
-        error = KernelStartFailed if any(s in text for s in KERNEL_START_FAILURES) else AssertionError
+        error = KernelStartFailed if any(s in text for s in kernel_start.KERNEL_START_FAILURES) else AssertionError
         raise error(f"otter run failed:\n{text[-4000:]}")
     with open(workdir / "results.pkl", "rb") as f:
         return dill.load(f)

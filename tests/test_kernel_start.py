@@ -84,3 +84,84 @@ def test_nbvals_kernel_start_is_retried(plumbing, monkeypatch, tmp_path, request
         with pytest.raises(RuntimeError):
             nbval.plugin.IPyNbFile.setup(notebook)
     assert seen == [timeout] * min(failures + 1, plumbing.KERNEL_START_ATTEMPTS)
+
+
+# -- the book build's side: _ext/kernel_start_retry.py ------------------------------------------------
+
+@pytest.fixture(scope="module")
+def build_retry():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("kernel_start_retry", ROOT / "_ext" / "kernel_start_retry.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("err, start_failed", [
+    (RuntimeError("Kernel didn't respond in 60 seconds"), True),
+    (RuntimeError("Kernel died before replying to kernel_info"), True),
+    (RuntimeError("Kernel died"), False),                 # during execution (nbclient's DeadKernelError text)
+    (TimeoutError("Kernel didn't respond in 60 seconds"), False),
+    (None, False),
+])
+def test_only_a_kernel_that_never_came_up_counts(build_retry, err, start_failed):
+    assert build_retry.is_kernel_start_failure(err) is start_failed
+
+
+def _execution(*errors):
+    """A fake ``single_nb_execution`` raising these errors in turn (None: it returns "executed"); its calls."""
+    calls = []
+
+    def execute(nb, **kwargs):
+        calls.append(nb)
+        if errors[len(calls) - 1] is not None:
+            raise errors[len(calls) - 1]
+        return "executed"
+    return execute, calls
+
+
+def test_the_build_executes_a_chapter_again_only_when_its_kernel_did_not_start(build_retry):
+    hung = RuntimeError("Kernel didn't respond in 60 seconds")
+    execute, calls = _execution(hung, hung, None)
+    assert build_retry.retrying(execute)("nb", cwd=".") == "executed" and calls == ["nb"] * 3
+    execute, calls = _execution(hung, hung, hung, None)
+    with pytest.raises(RuntimeError) as info:
+        build_retry.retrying(execute)("nb")
+    assert info.value is hung and len(calls) == build_retry.ATTEMPTS == 3
+    dead = RuntimeError("Kernel died")  # during execution: reported, not retried
+    execute, calls = _execution(dead, None)
+    with pytest.raises(RuntimeError, match="Kernel died"):
+        build_retry.retrying(execute)("nb")
+    assert len(calls) == 1
+    with pytest.raises(ValueError, match="attempts must be >= 1"):
+        build_retry.retrying(execute, attempts=0)
+
+
+def test_the_build_retries_a_real_execution(build_retry, monkeypatch, tmp_path):
+    """myst-nb's own executors get the wrapper, once; a notebook whose first kernel start fails runs
+    on the second (a real kernel through jupyter-cache's single_nb_execution and nbclient)."""
+    import nbformat
+    from myst_nb.core.execute import cache, direct
+    from nbclient.client import NotebookClient
+
+    for module in (direct, cache):
+        monkeypatch.setattr(module, "single_nb_execution", module.single_nb_execution)  # restored afterwards
+    unwrapped = direct.single_nb_execution
+    build_retry.install()
+    build_retry.install()  # idempotent: one wrapper, not two
+    assert direct.single_nb_execution.dpclip_retries == cache.single_nb_execution.dpclip_retries == 3
+    assert direct.single_nb_execution.__wrapped__ is unwrapped
+
+    starts = []
+    real_start = NotebookClient.async_start_new_kernel_client
+
+    async def flaky_start(self):
+        starts.append(1)
+        if len(starts) == 1:
+            raise RuntimeError("Kernel didn't respond in 60 seconds")
+        return await real_start(self)
+    monkeypatch.setattr(NotebookClient, "async_start_new_kernel_client", flaky_start)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+    result = direct.single_nb_execution(nb, cwd=str(tmp_path), timeout=60, allow_errors=False)
+    assert result.err is None and len(starts) == 2
+    assert nb.cells[0].outputs[0]["text"].strip() == "42"
