@@ -214,16 +214,17 @@ def _conv_weight_grads(m, x, g):
 
 #: A conv layer is thin when its patches are this short or shorter (``C_in · k``: 3×3 kernels on one-
 #: or three-channel images). Measured (batch 64, 1 thread, rule alone): patches + ``bmm`` against the
-#: other paths 0.63–0.92x for ``C_in · k`` = 9, 25, 27 on 5×5 to 32×32 maps; 0.96–1.15x at 36–54;
-#: 1.2–2.4x at 72 and wider.
+#: path the layer took before 0.63–0.92x for ``C_in · k`` = 9, 25, 27 on 5×5 to 32×32 maps; 0.96–1.15x
+#: at 36–54; at 72 and wider 1.2–2.4x (0.98x on a 4×4 map, where the ghost norm was the other path).
 THIN_PATCH = 27
 
 
 def _thin(m) -> bool:
     """A conv layer with short patches (``C_in · k ≤ THIN_PATCH``) and ``groups = 1``, such as a first
     layer on one-channel images: its per-example weight gradients are cheaper as one ``bmm`` over its
-    patches in :func:`_thin_patches`'s layout than as a grouped convolution (28×28 first layer of the
-    benchmark CNN: 1.5x faster at batch 64) or from channels-last patches (8×8: 1.4x)."""
+    patches in :func:`_thin_patches`'s layout than as a grouped convolution (the benchmark CNN's first
+    layer at batch 64: 1.5x faster on 28×28 images, 1.7x on 8×8), from channels-last patches (8×8: 1.7x)
+    or by ``F.unfold`` + ``bmm`` (8×8: 1.4x)."""
     return m.groups == 1 and m.weight[0].numel() <= THIN_PATCH
 
 
