@@ -1,4 +1,5 @@
-"""The test plumbing that restarts a chapter's kernel when its start hangs (root ``conftest.py``)."""
+"""What restarts a kernel whose start hangs: nbval's chapters (root ``conftest.py``) and the book build
+(``_ext/kernel_start_retry.py``)."""
 from __future__ import annotations
 
 from pathlib import Path
