@@ -33,9 +33,9 @@ this session (:func:`wait_for_executions`) and then reuses them.
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import shutil
-import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -152,19 +152,22 @@ def pytest_xdist_make_scheduler(config, log):
 KERNEL_START_ATTEMPTS = 3
 
 
+@functools.lru_cache(maxsize=None)
+def _load_kernel_start_retry():
+    """``_ext/kernel_start_retry.py`` (the book build's extension; its retry loop is shared)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("kernel_start_retry", ROOT / "_ext" / "kernel_start_retry.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def with_retries(start, attempts: int, what: str):
-    """``start()``, tried up to ``attempts`` times while it raises ``RuntimeError``
-    (jupyter_client's error for a kernel that died or did not answer); the last error propagates."""
-    if attempts < 1:
-        raise ValueError(f"attempts must be >= 1, got {attempts}")
-    for attempt in range(1, attempts + 1):
-        try:
-            return start()
-        except RuntimeError as exc:
-            if attempt == attempts:
-                raise
-            print(f"{what}: start {attempt} of {attempts} failed ({exc}); starting a new kernel",
-                  file=sys.stderr, flush=True)
+    """``start()``, tried up to ``attempts`` times while it raises ``RuntimeError`` (jupyter_client's
+    error for a kernel that died or did not answer, and nbval's own start errors); the last error
+    propagates."""
+    return _load_kernel_start_retry().with_retries(start, attempts, what,
+                                                   retry_if=lambda exc: isinstance(exc, RuntimeError))
 
 
 def _retry_kernel_starts() -> None:

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import functools
 import sys
+from typing import TYPE_CHECKING
 
-from sphinx.application import Sphinx
+if TYPE_CHECKING:
+    from sphinx.application import Sphinx
 
 #: jupyter_client's errors for a kernel that never answered: the chapter did not run at all.
 KERNEL_START_FAILURES = ("Kernel didn't respond in", "Kernel died before replying to kernel_info")
@@ -32,23 +34,37 @@ def is_kernel_start_failure(err) -> bool:
     return isinstance(err, RuntimeError) and any(s in str(err) for s in KERNEL_START_FAILURES)
 
 
+def _check_attempts(attempts: int) -> int:
+    if attempts < 1:
+        raise ValueError(f"attempts must be >= 1, got {attempts}")
+    return attempts
+
+
+def with_retries(start, attempts: int, what: str, retry_if=is_kernel_start_failure):
+    """``start()``, tried up to ``attempts`` times while the error it raises satisfies ``retry_if``
+    (default: a kernel that did not start); the last such error, and any other at once, propagate.
+    Shared by the book build (:func:`retrying`), nbval's chapters (root ``conftest.py``) and otter's
+    gradings (``tests/test_assignments.py``)."""
+    _check_attempts(attempts)
+    for attempt in range(1, attempts + 1):
+        try:
+            return start()
+        except Exception as exc:
+            if attempt == attempts or not retry_if(exc):
+                raise
+            print(f"{what}: start {attempt} of {attempts} failed ({exc}); starting a new kernel",
+                  file=sys.stderr, flush=True)
+
+
 def retrying(execute, attempts: int = ATTEMPTS):
     """``execute`` (jupyter-cache's ``single_nb_execution``, through which a kernel that did not start
     raises jupyter_client's ``RuntimeError``), run again while its kernel did not start, at most
     ``attempts`` times; the last such error propagates, and every other outcome at once."""
-    if attempts < 1:
-        raise ValueError(f"attempts must be >= 1, got {attempts}")
+    _check_attempts(attempts)
 
     @functools.wraps(execute)
     def run(nb, *args, **kwargs):
-        for attempt in range(1, attempts + 1):
-            try:
-                return execute(nb, *args, **kwargs)
-            except RuntimeError as exc:
-                if attempt == attempts or not is_kernel_start_failure(exc):
-                    raise
-                print(f"kernel start {attempt} of {attempts} failed ({exc}); executing the notebook again",
-                      file=sys.stderr, flush=True)
+        return with_retries(lambda: execute(nb, *args, **kwargs), attempts, "book build")
 
     run.dpclip_retries = attempts
     return run

@@ -177,11 +177,8 @@ SOLUTION_SMOKE = [p for p in MASTERS if p.stem == "no_gradient_field"]
 def _grade(made, which):
     master, result = made
     args = (result / which / master.name, result, result / f"graded-{which}")
-    try:
-        return _finish(_start_grading(*args))
-    except KernelStartFailed as exc:
-        print(f"{master.name} ({which}): otter's kernel did not start; grading once more\n{exc}", file=sys.stderr)
-        return _finish(_start_grading(*args))
+    return kernel_start.with_retries(lambda: _finish(_start_grading(*args)), 2, f"otter run on {master.name} ({which})",
+                                     retry_if=lambda exc: isinstance(exc, KernelStartFailed))
 
 
 @pytest.fixture(scope="module")
