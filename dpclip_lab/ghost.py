@@ -234,6 +234,18 @@ def _padded(m, x):
     return F.pad(x, m._reversed_padding_repeated_twice, mode=mode)
 
 
+def _window(m):
+    """Kernel size, stride and dilation of a Conv1d/Conv2d as 2-D (a Conv1d is a Conv2d of height 1)."""
+    if isinstance(m, nn.Conv1d):
+        return (1, m.kernel_size[0]), (1, m.stride[0]), (1, m.dilation[0])
+    return m.kernel_size, m.stride, m.dilation
+
+
+def _out_size(H, W, k, st, dil):
+    """Output positions ``(Ho, Wo)`` of the windows ``_window`` describes on an ``H × W`` (padded) map."""
+    return tuple((n - d * (kk - 1) - 1) // s + 1 for n, kk, s, d in zip((H, W), k, st, dil))
+
+
 def _thin_patches(m, x):
     """The patches of a Conv1d/Conv2d call in ``F.unfold``'s layout ``[B, C_in · k, L]`` (channel, kernel
     position; the weight's order), gathered by one strided copy whose innermost run is a row of output
@@ -242,11 +254,9 @@ def _thin_patches(m, x):
     x = _padded(m, x)
     if isinstance(m, nn.Conv1d):
         x = x.unsqueeze(2)
-        k, st, dil = (1, m.kernel_size[0]), (1, m.stride[0]), (1, m.dilation[0])
-    else:
-        k, st, dil = m.kernel_size, m.stride, m.dilation
+    k, st, dil = _window(m)
     B, C, H, W = x.shape
-    Ho, Wo = (H - dil[0] * (k[0] - 1) - 1) // st[0] + 1, (W - dil[1] * (k[1] - 1) - 1) // st[1] + 1
+    Ho, Wo = _out_size(H, W, k, st, dil)
     s0, s1, s2, s3 = x.stride()
     v = x.as_strided((B, C, k[0], k[1], Ho, Wo), (s0, s1, s2 * dil[0], s3 * dil[1], s2 * st[0], s3 * st[1]))
     return v.reshape(B, C * k[0] * k[1], Ho * Wo)
@@ -267,10 +277,8 @@ def _conv_patches(m, x):
         pad = m.padding
     if isinstance(m, nn.Conv1d):
         x = x.unsqueeze(2)
-        k, st, dil = (1, m.kernel_size[0]), (1, m.stride[0]), (1, m.dilation[0])
         pad = None if pad is None else (0, pad[0])
-    else:
-        k, st, dil = m.kernel_size, m.stride, m.dilation
+    k, st, dil = _window(m)
     if pad is None:
         x = x.permute(0, 2, 3, 1).contiguous()  # [B, H, W, C]
     else:  # zero padding and the channels-last copy in one pass
@@ -279,7 +287,7 @@ def _conv_patches(m, x):
         xp[:, pad[0]:pad[0] + H, pad[1]:pad[1] + W].copy_(x.permute(0, 2, 3, 1))
         x = xp
     B, H, W, C = x.shape
-    Ho, Wo = (H - dil[0] * (k[0] - 1) - 1) // st[0] + 1, (W - dil[1] * (k[1] - 1) - 1) // st[1] + 1
+    Ho, Wo = _out_size(H, W, k, st, dil)
     s0, s1, s2, s3 = x.stride()
     v = x.as_strided((B, Ho, Wo, k[0], k[1], C), (s0, s1 * st[0], s2 * st[1], s1 * dil[0], s2 * dil[1], s3))
     return v.reshape(B, Ho * Wo, k[0] * k[1] * C)
