@@ -6,7 +6,12 @@ For each case (the benchmarks' small CNN on 8×8 and 28×28 random inputs, batch
 and 256), contenders take ``K`` optimizer steps on batches of the same expected
 size drawn from the same data set, interleaved round by round:
 
-* ``plain SGD``: ``torch.optim.SGD``, fixed-size random batches (index + forward + backward + step);
+* ``plain SGD``: ``torch.optim.SGD``, fixed-size random batches (index + forward + backward + step),
+  written as a new user writes it (the model and data as they come, channels-first);
+* ``plain SGD, channels-last``: not a contender — the same loop after
+  ``model.to(memory_format=torch.channels_last)``, the layout ``dl.train`` feeds CNNs on a CPU
+  (:data:`dpclip_lab.ghost.CHANNELS_LAST`). The fastest plain loop here; the ``/ SGD (CL)``
+  column is each contender's ratio to it, so a ratio to plain SGD that only the layout bought shows;
 * ``dl.train DP-SGD`` / ``dl.train DiceSGD``: ``dl.train(..., steps=K)`` with its defaults
   (Poisson sampling, logging every 10 steps on ≤ 512 examples), layer-wise clipping
   (:mod:`dpclip_lab.ghost`, chosen automatically);
@@ -14,9 +19,10 @@ size drawn from the same data set, interleaved round by round:
 * ``Opacus hooks``: ``GradSampleModule`` + ``DPOptimizer`` (Opacus 1.6), fixed-size batches;
 * ``Opacus ghost``: ``PrivacyEngine.make_private(..., grad_sample_mode="ghost")``;
 * ``floor``: not a contender — the forward pass and the backward pass down to each layer's
-  output (no parameter gradients, no norms, no update): the part of a step every exact
-  per-example clipping method does. Its ratios bound what any of them can reach here
-  (e.g. a target of 0.6× Opacus hooks is out of reach where the floor is already near 0.6).
+  output (no parameter gradients, no norms, no update), channels-last as ``dl.train`` runs it:
+  the part of a step every exact per-example clipping method does. Its ratios bound what any of
+  them can reach here (e.g. a target of 0.6× Opacus hooks is out of reach where the floor is
+  already near 0.6).
 
 A second table runs the book's own models (:data:`BOOK_MODELS`: the TinyCNN on 8×8 images,
 the CharModel on 64-character sequences) against plain SGD and Opacus hooks.
@@ -61,6 +67,8 @@ WARM_STEPS = 300
 #: parameter gradients, no per-example norms, no update) on the same batches — work any exact
 #: per-example clipping method does, so its ratio is a floor for theirs on this machine.
 FLOOR = "floor: fwd + layer-output bwd"
+#: Not a contender: plain SGD with the model in the channels-last layout (see the module docstring).
+PLAIN_CL = "plain SGD, channels-last"
 
 
 from bench_algorithms import small_cnn  # noqa: E402  (the same model in both benchmarks; scripts run from benchmarks/)
@@ -101,7 +109,10 @@ def sgd_steps(model, opt, loss, X, y, batches):
 
 
 def layer_output_floor(model, X, y, batches):
-    """K forward passes and backward passes down to each Conv2d/Linear output (see ``FLOOR``)."""
+    """K forward passes and backward passes down to each Conv2d/Linear output (see ``FLOOR``), on image
+    batches in the layout ``dl.train`` gives them (:func:`dpclip_lab.ghost._channels_last` on a CPU)."""
+    from dpclip_lab.ghost import _channels_last
+    layout = _channels_last if X.device.type == "cpu" else (lambda x: x)
     outs = []
     for mod in model.modules():
         if isinstance(mod, (nn.Conv2d, nn.Linear)):
@@ -111,7 +122,7 @@ def layer_output_floor(model, X, y, batches):
         for _ in range(K):
             i = batches()
             outs.clear()
-            loss = F.cross_entropy(model(X[i]), y[i], reduction="sum")
+            loss = F.cross_entropy(model(layout(X[i])), y[i], reduction="sum")
             torch.autograd.grad(loss, outs)
     return floor
 
@@ -125,6 +136,12 @@ def random_batches(n, batch, device):
 def plain_sgd(model, loss, X, y, batches):
     """The plain SGD contender: ``torch.optim.SGD`` steps on ``model``."""
     return sgd_steps(model, torch.optim.SGD(model.parameters(), lr=0.01), loss, X, y, batches)
+
+
+def plain_sgd_channels_last(model, loss, X, y, batches):
+    """Plain SGD on ``model`` converted to channels-last (its convolutions then produce that layout;
+    PyTorch's recipe, ``model.to(memory_format=torch.channels_last)``)."""
+    return plain_sgd(model.to(memory_format=torch.channels_last), loss, X, y, batches)
 
 
 def dp_train(model, loss, X, y, batch):
@@ -162,6 +179,7 @@ def contenders(side, batch, device, n=4096):
     batches = random_batches(n, batch, device)
     dp = dp_train(small_cnn(side).to(device), F.cross_entropy, X, y, batch)
     fns = {"plain SGD": plain_sgd(small_cnn(side).to(device), F.cross_entropy, X, y, batches),
+           PLAIN_CL: plain_sgd_channels_last(small_cnn(side).to(device), F.cross_entropy, X, y, batches),
            "dl.train DP-SGD": dp_contender(dp),
            "dl.train DiceSGD": dp_contender(dp, method="dice_sgd", feedback_clip_norm=2.0),
            "dl.train DP-SGD (torch.func)": dp_contender(dp, per_example="materialize"),
@@ -204,6 +222,8 @@ def book_model_contenders(name, batch, device, n=2048):
     batches = random_batches(n, batch, device)
     fns = {"plain SGD": plain_sgd(make(), loss, X, y, batches),
            "dl.train DP-SGD": dp_contender(dp_train(make(), loss, X, y, batch))}
+    if name == "TinyCNN 8x8":
+        fns[PLAIN_CL] = plain_sgd_channels_last(make(), loss, X, y, batches)
     try:
         fns["Opacus hooks"] = opacus_hooks(make(), loss, X, y, batches, batch)
     except ImportError:  # pragma: no cover
@@ -291,7 +311,8 @@ def print_case(case: str, t: dict) -> None:
         ms = statistics.median(t[name]) * 1e3
         hooks = f"{paired(t, name, 'Opacus hooks'):14.2f}" if "Opacus hooks" in t else " " * 14
         ghost = f"{paired(t, name, 'Opacus ghost'):14.2f}" if "Opacus ghost" in t else ""
-        print(f"{case:<22}| {name:<30}| {ms:7.2f} | {paired(t, name, 'plain SGD'):5.2f} | {hooks} | {ghost}")
+        cl = f"{paired(t, name, PLAIN_CL):10.2f}" if PLAIN_CL in t else " " * 10
+        print(f"{case:<22}| {name:<30}| {ms:7.2f} | {paired(t, name, 'plain SGD'):5.2f} | {cl} | {hooks} | {ghost}")
     print(f"{'':<22}| {'plain SGD':<30}| {statistics.median(t['plain SGD']) * 1e3:7.2f} |")
 
 
@@ -303,7 +324,7 @@ def main(quick=False, device="cpu"):
     reps = 5 if quick else 11
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), {device}, float32; "
           f"load average {os.getloadavg()[0]:.2f}")
-    print(f"\n{'case':<22}| {'contender':<30}| ms/step | / SGD | / Opacus hooks | / Opacus ghost")
+    print(f"\n{'case':<22}| {'contender':<30}| ms/step | / SGD | / SGD (CL) | / Opacus hooks | / Opacus ghost")
     for side, batch in ((8, 64), (8, 256), (28, 64), (28, 256)):
         print_case(f"CNN {side}x{side}, batch {batch}", interleaved(contenders(side, batch, device), reps))
     print("\nthe book's own models (dpclip_lab.models), batch 64:")

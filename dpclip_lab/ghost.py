@@ -35,6 +35,11 @@ backward pass, no parameter gradients):
 A module used several times in one forward (weight sharing over calls) is one
 Linear/Conv/Embedding over the concatenated positions of all its calls.
 
+On a CPU, :class:`ModuleOracle` gives a model with Conv2d layers its image batches
+channels-last (:data:`CHANNELS_LAST`): the same values in the layout oneDNN's
+convolutions, max-pooling and the rules' patch gathers are fastest on. A forward that
+needs the layout the data came in (``h.view(B, -1)`` after a convolution) gets it.
+
 Everything else falls back to the materialized path
 (:func:`dpclip_lab.per_sample_grads`, ``torch.func``): a model with a
 parameter outside the supported layers, a forward in which a layer does not see
@@ -165,6 +170,27 @@ STRATEGY = "auto"
 #: (:data:`THIN_PATCH`) take their own path at every size. 0 here and ``THIN_PATCH = 0`` force the
 #: grouped convolution (tests cover every path with them).
 PATCH_POSITIONS = 64
+
+
+#: Feed a CPU model with Conv2d layers its image batches channels-last (:func:`_channels_last`). oneDNN's
+#: convolutions then keep that layout through the network, and max-pooling, the ReLUs, the backward
+#: to the layer outputs and the patch gathers of the rules all run faster on it (benchmark CNN, 1 thread,
+#: bare DP-SGD step: 0.90x on 8×8 images at batch 64, 0.83x on 28×28; its max-pool forward alone is
+#: 4.5x faster). The results are the same up to rounding. False keeps the layout the data came in
+#: (tests cover both).
+CHANNELS_LAST = True
+
+
+def _channels_last(x: torch.Tensor) -> torch.Tensor:
+    """A contiguous image batch ``[B, C, H, W]`` in the channels-last layout, with the same values.
+
+    One channel: the same memory with channels-last strides, no copy (``contiguous(memory_format=...)``
+    would return the tensor itself, which is contiguous in both layouts, and the convolution would stay
+    channels-first)."""
+    B, C, H, W = x.shape
+    if C == 1:
+        return x.as_strided(x.shape, (H * W, 1, W, 1), x.storage_offset())
+    return x.contiguous(memory_format=torch.channels_last)
 
 
 def _use_ghost(T, din, dout):
@@ -549,6 +575,11 @@ class ModuleOracle(CallableOracle):
         As in :func:`dpclip_lab.train`.
     mode : {"auto", "ghost", "materialize"}
         ``"ghost"`` raises ``ValueError`` for an unsupported model.
+
+    On a CPU the layer-wise path feeds a model with Conv2d layers its image batches channels-last
+    (:data:`CHANNELS_LAST`, attribute ``channels_last``); if the forward raises a ``RuntimeError``
+    on them, that step and every later one run on the batches as they came (an error the forward
+    raises there too propagates).
     """
 
     def __init__(self, model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: torch.Tensor,
@@ -572,6 +603,10 @@ class ModuleOracle(CallableOracle):
         #: from the step's own forward pass (:func:`dpclip_lab.per_sample.batch_stats`).
         self.last_batch = None
         self._plan = None   # the layer plan and its forward hooks, built on the first step
+        #: Image batches go in channels-last (:data:`CHANNELS_LAST`): CPU, 4-D inputs, a Conv2d in the model.
+        #: Turned off for good if a forward fails on them (e.g. ``x.view(B, -1)`` after a convolution).
+        self.channels_last = (CHANNELS_LAST and inputs.dim() == 4 and inputs.device.type == "cpu"
+                              and any(isinstance(m, nn.Conv2d) for m in model.modules()))
 
     def _record(self, stats):
         self.last_batch = stats
@@ -619,8 +654,14 @@ class ModuleOracle(CallableOracle):
             return z, (z.clone() if need_raw else None), theta.new_zeros(m)
         if self._plan is None:
             self._plan = _Plan(self.model)
-        norms, scaled, raw = self._plan.run(self.loss_fn, self.inputs.index_select(0, keep),
-                                            self.targets.index_select(0, keep), scale, need_raw)
+        x, y = self.inputs.index_select(0, keep), self.targets.index_select(0, keep)
+        if self.channels_last:
+            try:
+                norms, scaled, raw = self._plan.run(self.loss_fn, _channels_last(x), y, scale, need_raw)
+            except RuntimeError:  # the forward needs the layout the data came in; an error it
+                self.channels_last = False  # raises there too is raised by the run below
+        if not self.channels_last:
+            norms, scaled, raw = self._plan.run(self.loss_fn, x, y, scale, need_raw)
         self._record(self._plan.last_batch)
         if w is not None:  # members first (Batch.padded puts them first), zeros in padding slots
             full = theta.new_zeros(m)

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -34,7 +35,7 @@ def test_bench_train_contenders_each_take_their_steps(bench_train):
         warnings.simplefilter("ignore")  # Opacus's full-backward-hook warning
         fns = bench_train.contenders(8, 16, "cpu", n=128)
         expected = {"plain SGD", "dl.train DP-SGD", "dl.train DiceSGD", "dl.train DP-SGD (torch.func)",
-                    bench_train.FLOOR, "Opacus hooks", "Opacus ghost"}
+                    bench_train.FLOOR, bench_train.PLAIN_CL, "Opacus hooks", "Opacus ghost"}
         assert set(fns) == expected
         times = bench_train.interleaved(fns, repeats=1)
     assert set(times) == expected and all(len(v) == 1 and v[0] > 0 for v in times.values())
@@ -42,18 +43,30 @@ def test_bench_train_contenders_each_take_their_steps(bench_train):
 
 def test_bench_train_floor_does_no_per_example_or_parameter_work(bench_train):
     """The floor row runs the forward and the backward to each layer's output only: no parameter gradients,
-    but the backward does reach the first layer."""
+    but the backward does reach the first layer; its convolutions see the channels-last batches dl.train
+    gives them."""
     torch.manual_seed(0)
     model = bench_train.small_cnn(8)
     X, y = torch.randn(32, 1, 8, 8), torch.randint(0, 10, (32,))
     reached = []
 
-    def watch(_m, _i, out):  # the first layer's output receives its gradient
-        out.register_hook(lambda g: reached.append(True))
+    def watch(_m, inp, out):  # the first layer's output receives its gradient
+        out.register_hook(lambda g: reached.append(inp[0].stride(1) == 1))
     model[0].register_forward_hook(watch)
     bench_train.layer_output_floor(model, X, y, lambda: torch.arange(16))()
     assert all(p.grad is None for p in model.parameters())
-    assert len(reached) == bench_train.K
+    assert reached == [True] * bench_train.K
+
+
+def test_bench_train_plain_channels_last_reference_runs_in_that_layout(bench_train):
+    torch.manual_seed(0)
+    model = bench_train.small_cnn(8)
+    X, y = torch.randn(32, 1, 8, 8), torch.randint(0, 10, (32,))
+    layouts = []
+    model[3].register_forward_hook(lambda _m, inp, _o: layouts.append(
+        inp[0].is_contiguous(memory_format=torch.channels_last) and inp[0].stride(1) == 1))
+    bench_train.plain_sgd_channels_last(model, F.cross_entropy, X, y, lambda: torch.arange(16))()
+    assert layouts == [True] * bench_train.K and all(p.grad is not None for p in model.parameters())
 
 
 def test_bench_train_overhead_compares_the_same_step(bench_train):
@@ -68,11 +81,12 @@ def test_bench_train_book_models_each_take_their_steps(bench_train, name, capsys
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fns = bench_train.book_model_contenders(name, 16, "cpu", n=128)
-        assert set(fns) == {"plain SGD", "dl.train DP-SGD", "Opacus hooks"}
+        cl = {bench_train.PLAIN_CL} if name.startswith("TinyCNN") else set()
+        assert set(fns) == {"plain SGD", "dl.train DP-SGD", "Opacus hooks"} | cl
         times = bench_train.interleaved(fns, repeats=1)
     assert all(len(v) == 1 and v[0] > 0 for v in times.values())
     bench_train.print_case(name, times)  # one row per contender, ratios to the baselines present
     rows = capsys.readouterr().out.splitlines()
-    assert len(rows) == 3 and rows[0].startswith(name) and "dl.train DP-SGD" in rows[0]
+    assert len(rows) == 3 + len(cl) and rows[0].startswith(name) and "dl.train DP-SGD" in rows[0]
     with pytest.raises(ValueError, match="name must be one of"):
         bench_train.book_model_contenders("ResNet", 16, "cpu")

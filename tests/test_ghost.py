@@ -63,12 +63,16 @@ def _batched_grad_fn(model, loss, X, y):
     return fn
 
 
-@pytest.fixture(params=["auto", "ghost", "bookkeeping", "bookkeeping, grouped conv", "bookkeeping, thin conv"])
+@pytest.fixture(params=["auto", "auto, channels first", "ghost", "bookkeeping", "bookkeeping, grouped conv",
+                        "bookkeeping, thin conv"])
 def strategy(request, monkeypatch):
-    """The rule branches: as chosen, ghost norms forced, book-keeping forced (conv layers on small
-    maps from their patches, thin layers from theirs), book-keeping with every conv layer by the
-    grouped convolution, and book-keeping with every conv layer (groups = 1) treated as thin."""
+    """The rule branches: as chosen (image batches channels-last, and in the layout they came in),
+    ghost norms forced, book-keeping forced (conv layers on small maps from their patches, thin layers
+    from theirs), book-keeping with every conv layer by the grouped convolution, and book-keeping with
+    every conv layer (groups = 1) treated as thin."""
     monkeypatch.setattr(ghost, "STRATEGY", request.param.split(",")[0])
+    if request.param.endswith("channels first"):
+        monkeypatch.setattr(ghost, "CHANNELS_LAST", False)
     if request.param.endswith("grouped conv"):
         monkeypatch.setattr(ghost, "PATCH_POSITIONS", 0)
         monkeypatch.setattr(ghost, "THIN_PATCH", 0)
@@ -296,6 +300,88 @@ def test_runtime_fallback_for_inplace_activation():
     b = ref.reduce(theta, batch, lambda n: clip_scale(n, C))
     assert fast.fallbacks == 1 and not fast.use_ghost
     assert _rel(a.scaled, b.scaled) < RTOL
+
+
+def _conv_inputs_seen(model):
+    """The memory layouts of the inputs each Conv2d of ``model`` sees, recorded by forward hooks."""
+    seen = []
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d):
+            m.register_forward_hook(lambda _m, inp, _o: seen.append(
+                "channels_last" if inp[0].is_contiguous(memory_format=torch.channels_last)
+                and inp[0].stride(1) == 1 else "channels_first"))
+    return seen
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_image_batches_go_channels_last_and_stay_exact(channels):
+    """CPU image batches enter a model with Conv2d layers channels-last (one channel: by its strides alone,
+    no copy), every convolution sees that layout, and the sums equal the materialized ones."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(channels, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 16, 10))
+    X, y = _x(24, channels, 8, 8), _cls(24, 10)
+    _compare(model, X, y)
+    seen = _conv_inputs_seen(model)
+    fast = ModuleOracle(model, F.cross_entropy, X, y)
+    fast.reduce(flat_params(model).unsqueeze(0), Batch(torch.arange(24), None, 24.0, torch.tensor([24])), None)
+    assert fast.channels_last and seen == ["channels_last", "channels_last"]
+    x = _x(4, 1, 8, 8)
+    y = ghost._channels_last(x)
+    assert y.data_ptr() == x.data_ptr() and torch.equal(y, x) and y.stride() == (64, 1, 8, 1)
+    z = ghost._channels_last(_x(4, 3, 8, 8))
+    assert z.is_contiguous(memory_format=torch.channels_last) and torch.equal(z, _x(4, 3, 8, 8))
+
+
+def test_layout_is_left_alone_where_it_does_not_apply():
+    """No channels-last for models without Conv2d, for non-image inputs, or with CHANNELS_LAST off."""
+    assert not ModuleOracle(nn.Sequential(nn.Flatten(), nn.Linear(64, 3)), F.cross_entropy, _x(8, 1, 8, 8),
+                            _cls(8, 3)).channels_last
+    assert not ModuleOracle(nn.Sequential(nn.Conv1d(2, 3, 3), nn.Flatten(), nn.Linear(21, 3)), F.cross_entropy,
+                            _x(8, 2, 9), _cls(8, 3)).channels_last
+    assert ModuleOracle(small_cnn(8), F.cross_entropy, _x(8, 1, 8, 8).float(), _cls(8, 10)).channels_last
+
+
+class _ViewsAfterConv(nn.Module):
+    """A forward written for channels-first activations: ``.view`` of a convolution's output."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.fc = nn.Linear(4 * 8 * 8, 5)
+
+    def forward(self, x):
+        h = torch.tanh(self.conv(x))
+        return self.fc(h.view(h.shape[0], -1))
+
+
+def test_forward_that_needs_channels_first_gets_it():
+    """``h.view(B, -1)`` fails on a channels-last activation: the oracle runs that step, and all later
+    ones, in the layout the data came in — same sums as the materialized path, no fallback."""
+    torch.manual_seed(0)
+    model = _ViewsAfterConv()
+    with pytest.raises(RuntimeError, match="view"):
+        model(ghost._channels_last(torch.randn(2, 3, 8, 8)))
+    X, y = _x(24, 3, 8, 8), _cls(24, 5)
+    _compare(model, X, y)
+    seen = _conv_inputs_seen(model)
+    fast = ModuleOracle(model, F.cross_entropy, X, y)
+    assert fast.channels_last
+    batch = Batch(torch.arange(24), None, 24.0, torch.tensor([24]))
+    fast.reduce(flat_params(model).unsqueeze(0), batch, None)
+    fast.reduce(flat_params(model).unsqueeze(0), batch, None)
+    assert seen == ["channels_last", "channels_first", "channels_first"]  # tried once, then as the model needs
+    assert not fast.channels_last and fast.use_ghost and fast.fallbacks == 0
+
+
+def test_errors_of_the_forward_are_still_raised():
+    """A forward that fails in both layouts raises its own error (no silent retry result)."""
+    model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.Flatten(), nn.Linear(7, 2)).double()  # wrong in_features
+    X, y = _x(6, 1, 8, 8), _cls(6, 2)
+    fast = ModuleOracle(model, F.cross_entropy, X, y)
+    batch = Batch(torch.arange(6), None, 6.0, torch.tensor([6]))
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        fast.reduce(flat_params(model).unsqueeze(0), batch, None)
 
 
 def test_pre_clip_perturbation_uses_materialized_vectors():
