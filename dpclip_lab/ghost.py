@@ -65,7 +65,6 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.utils import vector_to_parameters
 
 from .algorithms.oracles import CallableOracle, Sums, _check_finite, has_pre_clip
 from .per_sample import batch_stats
@@ -597,6 +596,7 @@ class ModuleOracle(CallableOracle):
                              f"{[c.__name__ for c in SUPPORTED_LAYERS]}; not covered: {bad[:5]}")
         self.model, self.loss_fn, self.inputs, self.targets = model, loss_fn, inputs, targets
         self.params = [q for q in model.parameters() if q.requires_grad]
+        self._sizes = [q.numel() for q in self.params]
         self.use_ghost = mode != "materialize" and not bad
         self.fallbacks = 0  # steps that fell back at run time (see module docstring)
         #: ``(Σ loss, number correct or None, batch size)`` of the last batch reduced (one run),
@@ -645,7 +645,8 @@ class ModuleOracle(CallableOracle):
         return Sums(scaled, raw, norms, w)
 
     def _one(self, theta, idx, w, scale, need_raw):
-        vector_to_parameters(theta, self.params)
+        for q, v in zip(self.params, theta.split(self._sizes)):  # vector_to_parameters, in fewer ops
+            q.data = v.view(q.shape)
         m = idx.shape[0]
         keep = idx if w is None else idx[w > 0]
         if keep.numel() == 0:

@@ -217,16 +217,17 @@ def poisson_positions(n: int, q: float, runs: int, generator: torch.Generator, d
     log1mq = math.log1p(-q)
     mean = n * q
     k = int(mean + 6.0 * math.sqrt(mean * (1 - q)) + 16)
-    start = torch.full((runs, 1), -1, dtype=torch.int64, device=device)
+    start = -1  # the position before the first gap; then each run's last position so far
     chunks = []
     while True:
         u = torch.rand((runs, k), generator=generator, device=device, dtype=torch.float64)
-        # 1 - u lies in (0, 1]; log of it / log(1-q) >= 0; floor -> gap; +1 -> step to the next member.
-        steps = u.neg_().log1p_().div_(log1mq).floor_().clamp_(max=n).to(torch.int64).add_(1)  # in place
+        # 1 - u lies in (0, 1]; log of it / log(1-q) >= 0; its integer part (the conversion truncates,
+        # = floor for x >= 0) is the gap; +1 steps to the next member. In place; one kernel per step.
+        steps = u.neg_().log1p_().div_(log1mq).clamp_(max=n).to(torch.int64).add_(1)
         pos = steps.cumsum_(1).add_(start)
         chunks.append(pos)
         start = pos[:, -1:]
-        if bool((start >= n).all()):
+        if int(start.min()) >= n:  # every run has passed the last example
             break
         k = max(16, k // 4)
     pos = chunks[0] if len(chunks) == 1 else torch.cat(chunks, 1)
