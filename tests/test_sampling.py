@@ -106,3 +106,34 @@ def test_sampling_events():
     assert e == ev.SelfComposedEvent(ev.GaussianEvent(0.25), 4)
     assert isinstance(sampling_event("poisson", noise_multiplier=0, steps=4, n=10, batch_size=2), ev.NonPrivateEvent)
     assert isinstance(sampling_event("poisson", noise_multiplier=1, steps=0, n=10, batch_size=2), ev.NoOpEvent)
+
+
+def _positions_by_floor(n, q, runs, generator):
+    """Reference: the members of Poisson(q) subsets by geometric gaps written out with an explicit floor,
+    drawing the same uniforms in the same order as dpclip_lab.sampling.poisson_positions."""
+    log1mq = math.log1p(-q)
+    mean = n * q
+    k = int(mean + 6.0 * math.sqrt(mean * (1 - q)) + 16)
+    start, chunks = torch.full((runs, 1), -1, dtype=torch.int64), []
+    while True:
+        u = torch.rand((runs, k), generator=generator, dtype=torch.float64)
+        gaps = torch.floor(torch.log1p(-u) / log1mq).clamp(max=n).to(torch.int64)
+        pos = torch.cumsum(gaps + 1, 1) + start
+        chunks.append(pos)
+        start = pos[:, -1:]
+        if bool((start >= n).all()):
+            break
+        k = max(16, k // 4)
+    return torch.cat(chunks, 1).clamp(max=n)
+
+
+@pytest.mark.parametrize("n,q,runs", [(10, 0.5, 3), (4096, 64 / 4096, 1), (2000, 0.01, 16), (7, 0.999, 5),
+                                      (50, 0.9, 2), (10**6, 1e-5, 3)])
+def test_poisson_positions_equal_the_explicit_floor_formula(n, q, runs):
+    """The in-place kernel chain (gaps truncated by the integer conversion, a scalar start, one min for
+    the stop test) gives exactly the positions of the textbook formula, seed for seed."""
+    from dpclip_lab.sampling import poisson_positions
+    for seed in range(20):
+        got = poisson_positions(n, q, runs, torch.Generator().manual_seed(seed), "cpu")
+        want = _positions_by_floor(n, q, runs, torch.Generator().manual_seed(seed))
+        assert torch.equal(got, want), (n, q, runs, seed)
