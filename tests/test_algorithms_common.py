@@ -262,3 +262,25 @@ def test_zero_noise_is_nonprivate_event(prob):
                batch_size=4)
     assert isinstance(r.dp_event(), ev.NonPrivateEvent)
     assert r.algorithm == "clipped SGD"
+
+
+@pytest.mark.parametrize("progress,headless,bar", [(False, False, False), (None, True, False), (True, True, True),
+                                                   (None, False, True)])
+def test_progress_bar_is_built_only_when_it_can_show(progress, headless, bar, monkeypatch):
+    """progress=False and headless runs (book build, grading) build no tqdm bar; otherwise one is built
+    (progress=None: shown only after ~3 s). Same iterates either way."""
+    import tqdm.auto
+    built = []
+
+    class Spy(tqdm.auto.tqdm):
+        def __init__(self, *a, **k):
+            built.append(k)
+            super().__init__(*a, **k)
+    monkeypatch.setattr(tqdm.auto, "tqdm", Spy)
+    monkeypatch.setenv("DPCLIP_HEADLESS", "1" if headless else "0")
+    monkeypatch.delenv("DPCLIP_HTML_ONLY", raising=False)
+    prob = random_glp()
+    kw = dict(n=40, steps=5, lr=0.2, clip_norm=0.5, noise_multiplier=1.0, batch_size=8, seed=0)
+    r = dp_sgd(prob, torch.zeros(5, dtype=f64), progress=progress, **kw)
+    assert bool(built) == bar
+    assert torch.equal(r.iterates, dp_sgd(prob, torch.zeros(5, dtype=f64), progress=False, **kw).iterates)
