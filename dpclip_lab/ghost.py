@@ -568,17 +568,17 @@ class ModuleOracle(CallableOracle):
     (:func:`dpclip_lab.per_sample_grads`), exactly as :class:`CallableOracle`
     over :func:`dpclip_lab.training.module_grad_fn`.
 
+    On a CPU the layer-wise path feeds a model with Conv2d layers its image batches channels-last
+    (:data:`CHANNELS_LAST`, attribute ``channels_last``); if the forward raises a ``RuntimeError``
+    on them, that step and every later one run on the batches as they came (an error the forward
+    raises there too propagates).
+
     Parameters
     ----------
     model, loss_fn, inputs, targets
         As in :func:`dpclip_lab.train`.
     mode : {"auto", "ghost", "materialize"}
         ``"ghost"`` raises ``ValueError`` for an unsupported model.
-
-    On a CPU the layer-wise path feeds a model with Conv2d layers its image batches channels-last
-    (:data:`CHANNELS_LAST`, attribute ``channels_last``); if the forward raises a ``RuntimeError``
-    on them, that step and every later one run on the batches as they came (an error the forward
-    raises there too propagates).
     """
 
     def __init__(self, model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: torch.Tensor,
