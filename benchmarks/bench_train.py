@@ -16,6 +16,11 @@ size drawn from the same data set, interleaved round by round:
   (Poisson sampling, logging every 10 steps on ≤ 512 examples), layer-wise clipping
   (:mod:`dpclip_lab.ghost`, chosen automatically);
 * ``dl.train DP-SGD (torch.func)``: the same with ``per_example="materialize"``;
+* ``dl.train DP-SGD, 50-step runs``: the DP-SGD contender timed in runs of ``LONG_STEPS = 50``
+  steps. Each timed call of the others is a fresh ``dl.train`` run of ``K = 10`` steps: it pays the
+  run's set-up (validation, the layer plan; ~0.3 ms) and starts cold, right after another contender
+  ran (its code and data out of the CPU caches), costs a run of thousands of steps pays once. The
+  difference between the two rows is that per-run cost;
 * ``Opacus hooks``: ``GradSampleModule`` + ``DPOptimizer`` (Opacus 1.6), fixed-size batches;
 * ``Opacus ghost``: ``PrivacyEngine.make_private(..., grad_sample_mode="ghost")``;
 * ``floor``: not a contender — the forward pass and the backward pass down to each layer's
@@ -69,6 +74,9 @@ WARM_STEPS = 300
 FLOOR = "floor: fwd + layer-output bwd"
 #: Not a contender: plain SGD with the model in the channels-last layout (see the module docstring).
 PLAIN_CL = "plain SGD, channels-last"
+#: The DP-SGD contender again, timed in runs of ``LONG_STEPS`` steps instead of ``K`` (see the module docstring).
+LONG_STEPS = 5 * K
+LONG = f"dl.train DP-SGD, {LONG_STEPS}-step runs"
 
 
 from bench_algorithms import small_cnn  # noqa: E402  (the same model in both benchmarks; scripts run from benchmarks/)
@@ -77,7 +85,7 @@ from bench_algorithms import small_cnn  # noqa: E402  (the same model in both be
 def interleaved(fns: dict, repeats: int, steps: dict | None = None) -> dict:
     """Seconds per step of each fn, round by round: ``{name: [repeats]}``.
 
-    A fn takes ``steps[name]`` optimizer steps per call (default ``K``)."""
+    A fn takes ``steps[name]`` optimizer steps per call (default: its ``steps`` attribute, else ``K``)."""
     steps = steps or {}
     times = {k: [] for k in fns}
     for f in fns.values():
@@ -88,7 +96,7 @@ def interleaved(fns: dict, repeats: int, steps: dict | None = None) -> dict:
             f()
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
-            times[k].append((time.perf_counter() - t) / steps.get(k, K))
+            times[k].append((time.perf_counter() - t) / steps.get(k, getattr(f, "steps", K)))
     return times
 
 
@@ -152,10 +160,11 @@ def dp_train(model, loss, X, y, batch):
     return lambda steps=K, **extra: train(model, loss, X, y, steps=steps, seed=next(seed), **kw, **extra)
 
 
-def dp_contender(dp, **extra):
-    """A ``dl.train`` contender: each call takes K steps of ``dp(**extra)``; its ``warm_up()`` takes
-    ``WARM_STEPS`` (run by :func:`interleaved` before the timed rounds)."""
-    f = functools.partial(dp, **extra)
+def dp_contender(dp, steps=K, **extra):
+    """A ``dl.train`` contender: each call takes ``steps`` steps of ``dp(**extra)`` (a fresh run); its
+    ``warm_up()`` takes ``WARM_STEPS`` (run by :func:`interleaved` before the timed rounds)."""
+    f = functools.partial(dp, steps=steps, **extra)
+    f.steps = steps
     f.warm_up = lambda: dp(steps=WARM_STEPS, **extra)
     return f
 
@@ -183,6 +192,7 @@ def contenders(side, batch, device, n=4096):
            "dl.train DP-SGD": dp_contender(dp),
            "dl.train DiceSGD": dp_contender(dp, method="dice_sgd", feedback_clip_norm=2.0),
            "dl.train DP-SGD (torch.func)": dp_contender(dp, per_example="materialize"),
+           LONG: dp_contender(dp, steps=LONG_STEPS),
            FLOOR: layer_output_floor(small_cnn(side).to(device), X, y, batches)}
     try:
         from opacus import PrivacyEngine

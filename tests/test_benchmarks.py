@@ -29,16 +29,28 @@ def test_dl_train_contenders_warm_up_before_the_timed_rounds(bench_train):
     assert all(len(v) == 2 for v in times.values())
 
 
+def test_interleaved_divides_each_call_by_its_own_steps(bench_train, monkeypatch):
+    """A contender with ``steps`` (the 50-step-run row) is timed per step over its own steps, not K."""
+    calls = []
+    long = bench_train.dp_contender(lambda steps=bench_train.K, **extra: calls.append(steps), steps=50)
+    clock = iter(range(1000))
+    monkeypatch.setattr(bench_train.time, "perf_counter", lambda: float(next(clock)))  # each call "takes" 1 s
+    times = bench_train.interleaved({"long": long, "short": lambda: None}, repeats=2)
+    assert calls == [bench_train.WARM_STEPS, 50, 50]
+    assert times == {"long": [1 / 50] * 2, "short": [1 / bench_train.K] * 2}
+
+
 def test_bench_train_contenders_each_take_their_steps(bench_train):
     pytest.importorskip("opacus")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Opacus's full-backward-hook warning
         fns = bench_train.contenders(8, 16, "cpu", n=128)
         expected = {"plain SGD", "dl.train DP-SGD", "dl.train DiceSGD", "dl.train DP-SGD (torch.func)",
-                    bench_train.FLOOR, bench_train.PLAIN_CL, "Opacus hooks", "Opacus ghost"}
+                    bench_train.FLOOR, bench_train.PLAIN_CL, bench_train.LONG, "Opacus hooks", "Opacus ghost"}
         assert set(fns) == expected
         times = bench_train.interleaved(fns, repeats=1)
     assert set(times) == expected and all(len(v) == 1 and v[0] > 0 for v in times.values())
+    assert fns[bench_train.LONG].steps == bench_train.LONG_STEPS and fns["dl.train DP-SGD"].steps == bench_train.K
 
 
 def test_bench_train_floor_does_no_per_example_or_parameter_work(bench_train):
