@@ -16,11 +16,11 @@ size drawn from the same data set, interleaved round by round:
   (Poisson sampling, logging every 10 steps on ≤ 512 examples), layer-wise clipping
   (:mod:`dpclip_lab.ghost`, chosen automatically);
 * ``dl.train DP-SGD (torch.func)``: the same with ``per_example="materialize"``;
-* ``dl.train DP-SGD, 50-step runs``: the DP-SGD contender timed in runs of ``LONG_STEPS = 50``
-  steps. Each timed call of the others is a fresh ``dl.train`` run of ``K = 10`` steps: it pays the
+* ``dl.train DP-SGD, 50-step runs`` / ``dl.train DiceSGD, 50-step runs``: the DP-SGD and DiceSGD
+  contenders timed in runs of ``LONG_STEPS = 50`` steps. Each timed call of the others is a fresh ``dl.train`` run of ``K = 10`` steps: it pays the
   run's set-up (validation, the layer plan; ~0.3 ms) and starts cold, right after another contender
   ran (its code and data out of the CPU caches), costs a run of thousands of steps pays once. The
-  difference between the two rows is that per-run cost;
+  difference between a method's two rows is that per-run cost;
 * ``Opacus hooks``: ``GradSampleModule`` + ``DPOptimizer`` (Opacus 1.6), fixed-size batches;
 * ``Opacus ghost``: ``PrivacyEngine.make_private(..., grad_sample_mode="ghost")``;
 * ``floor``: not a contender — the forward pass and the backward pass down to each layer's
@@ -74,9 +74,11 @@ WARM_STEPS = 300
 FLOOR = "floor: fwd + layer-output bwd"
 #: Not a contender: plain SGD with the model in the channels-last layout (see the module docstring).
 PLAIN_CL = "plain SGD, channels-last"
-#: The DP-SGD contender again, timed in runs of ``LONG_STEPS`` steps instead of ``K`` (see the module docstring).
+#: The DP-SGD and DiceSGD contenders again, timed in runs of ``LONG_STEPS`` steps instead of ``K`` (see the
+#: module docstring).
 LONG_STEPS = 5 * K
 LONG = f"dl.train DP-SGD, {LONG_STEPS}-step runs"
+LONG_DICE = f"dl.train DiceSGD, {LONG_STEPS}-step runs"
 
 
 from bench_algorithms import small_cnn  # noqa: E402  (the same model in both benchmarks; scripts run from benchmarks/)
@@ -193,6 +195,7 @@ def contenders(side, batch, device, n=4096):
            "dl.train DiceSGD": dp_contender(dp, method="dice_sgd", feedback_clip_norm=2.0),
            "dl.train DP-SGD (torch.func)": dp_contender(dp, per_example="materialize"),
            LONG: dp_contender(dp, steps=LONG_STEPS),
+           LONG_DICE: dp_contender(dp, steps=LONG_STEPS, method="dice_sgd", feedback_clip_norm=2.0),
            FLOOR: layer_output_floor(small_cnn(side).to(device), X, y, batches)}
     try:
         from opacus import PrivacyEngine

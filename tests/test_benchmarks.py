@@ -46,11 +46,13 @@ def test_bench_train_contenders_each_take_their_steps(bench_train):
         warnings.simplefilter("ignore")  # Opacus's full-backward-hook warning
         fns = bench_train.contenders(8, 16, "cpu", n=128)
         expected = {"plain SGD", "dl.train DP-SGD", "dl.train DiceSGD", "dl.train DP-SGD (torch.func)",
-                    bench_train.FLOOR, bench_train.PLAIN_CL, bench_train.LONG, "Opacus hooks", "Opacus ghost"}
+                    bench_train.FLOOR, bench_train.PLAIN_CL, bench_train.LONG, bench_train.LONG_DICE, "Opacus hooks",
+                    "Opacus ghost"}
         assert set(fns) == expected
         times = bench_train.interleaved(fns, repeats=1)
     assert set(times) == expected and all(len(v) == 1 and v[0] > 0 for v in times.values())
-    assert fns[bench_train.LONG].steps == bench_train.LONG_STEPS and fns["dl.train DP-SGD"].steps == bench_train.K
+    assert fns[bench_train.LONG].steps == fns[bench_train.LONG_DICE].steps == bench_train.LONG_STEPS
+    assert fns["dl.train DP-SGD"].steps == fns["dl.train DiceSGD"].steps == bench_train.K
 
 
 def test_bench_train_floor_does_no_per_example_or_parameter_work(bench_train):
