@@ -17,10 +17,11 @@ size drawn from the same data set, interleaved round by round:
   (:mod:`dpclip_lab.ghost`, chosen automatically);
 * ``dl.train DP-SGD (torch.func)``: the same with ``per_example="materialize"``;
 * ``dl.train DP-SGD, 50-step runs`` / ``dl.train DiceSGD, 50-step runs``: the DP-SGD and DiceSGD
-  contenders timed in runs of ``LONG_STEPS = 50`` steps. Each timed call of the others is a fresh ``dl.train`` run of ``K = 10`` steps: it pays the
-  run's set-up (validation, the layer plan; ~0.3 ms) and starts cold, right after another contender
-  ran (its code and data out of the CPU caches), costs a run of thousands of steps pays once. The
-  difference between a method's two rows is that per-run cost;
+  contenders timed in runs of ``LONG_STEPS = 50`` steps. Every other ``dl.train`` call is a fresh
+  run of ``K = 10`` steps. It pays the run's set-up (validation, the layer plan; ~0.3 ms) and starts
+  cold, right after another contender ran (its code and data out of the CPU caches: 8×8 CNN, batch
+  64, the first step +0.5 ms, the second +0.3 ms). A run of thousands of steps pays these once; the
+  difference between a method's two rows is what they cost;
 * ``Opacus hooks``: ``GradSampleModule`` + ``DPOptimizer`` (Opacus 1.6), fixed-size batches;
 * ``Opacus ghost``: ``PrivacyEngine.make_private(..., grad_sample_mode="ghost")``;
 * ``floor``: not a contender — the forward pass and the backward pass down to each layer's
