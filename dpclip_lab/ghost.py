@@ -432,11 +432,16 @@ def _rule(m):
 
 
 def _per_example_losses(loss_fn, out, t):
-    """Σ_i ℓ(f(x_i), y_i): cross-entropy directly, any other loss applied per example (vmap)."""
+    """Σ_i ℓ(f(x_i), y_i): cross-entropy directly; a loss with a ``per_example(outputs, targets) -> [B]``
+    attribute (the losses of each example alone, batched; e.g. :func:`dpclip_lab.models.sequence_loss`)
+    through it; any other loss applied per example (vmap)."""
     if loss_fn is F.cross_entropy or (isinstance(loss_fn, nn.CrossEntropyLoss) and loss_fn.weight is None
                                       and loss_fn.ignore_index < 0):
         ls = getattr(loss_fn, "label_smoothing", 0.0)
         return F.cross_entropy(out, t, reduction="sum", label_smoothing=ls)
+    per_example = getattr(loss_fn, "per_example", None)
+    if callable(per_example):
+        return per_example(out, t).sum()
     return torch.func.vmap(lambda o, y: loss_fn(o.unsqueeze(0), y.unsqueeze(0)))(out, t).sum()
 
 
