@@ -661,12 +661,15 @@ class ModuleOracle(CallableOracle):
         if self._plan is None:
             self._plan = _Plan(self.model)
         x, y = self.inputs.index_select(0, keep), self.targets.index_select(0, keep)
-        if self.channels_last:
-            try:
-                norms, scaled, raw = self._plan.run(self.loss_fn, _channels_last(x), y, scale, need_raw)
-            except RuntimeError:  # the forward needs the layout the data came in; an error it
-                self.channels_last = False  # raises there too is raised by the run below
-        if not self.channels_last:
+        try:
+            norms, scaled, raw = self._plan.run(self.loss_fn, _channels_last(x) if self.channels_last else x, y,
+                                                scale, need_raw)
+        except RuntimeError:
+            if not self.channels_last:
+                raise
+            # The forward needs the layout the data came in (e.g. ``h.view(B, -1)`` after a convolution):
+            # give it that from now on. An error it raises there too propagates.
+            self.channels_last = False
             norms, scaled, raw = self._plan.run(self.loss_fn, x, y, scale, need_raw)
         self._record(self._plan.last_batch)
         if w is not None:  # members first (Batch.padded puts them first), zeros in padding slots

@@ -81,6 +81,11 @@ def strategy(request, monkeypatch):
     return request.param
 
 
+def _whole(n):
+    """The batch of all n examples, in order (one run)."""
+    return Batch(torch.arange(n), None, float(n), torch.tensor([n]))
+
+
 def _x(*shape, seed=0):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
 
@@ -293,7 +298,7 @@ def test_runtime_fallback_for_inplace_activation():
     X, y = _x(16, 4), _cls(16, 2)
     fast = ModuleOracle(model, F.cross_entropy, X, y)
     ref = CallableOracle(module_grad_fn(model, F.cross_entropy, X, y))
-    batch = Batch(torch.arange(16), None, 16.0, torch.tensor([16]))
+    batch = _whole(16)
     theta = flat_params(model).unsqueeze(0)
     C = torch.tensor([0.1], dtype=torch.float64)
     a = fast.reduce(theta, batch, lambda n: clip_scale(n, C))
@@ -324,7 +329,7 @@ def test_image_batches_go_channels_last_and_stay_exact(channels):
     _compare(model, X, y)
     seen = _conv_inputs_seen(model)
     fast = ModuleOracle(model, F.cross_entropy, X, y)
-    fast.reduce(flat_params(model).unsqueeze(0), Batch(torch.arange(24), None, 24.0, torch.tensor([24])), None)
+    fast.reduce(flat_params(model).unsqueeze(0), _whole(24), None)
     assert fast.channels_last and seen == ["channels_last", "channels_last"]
     x = _x(4, 1, 8, 8)
     y = ghost._channels_last(x)
@@ -367,7 +372,7 @@ def test_forward_that_needs_channels_first_gets_it():
     seen = _conv_inputs_seen(model)
     fast = ModuleOracle(model, F.cross_entropy, X, y)
     assert fast.channels_last
-    batch = Batch(torch.arange(24), None, 24.0, torch.tensor([24]))
+    batch = _whole(24)
     fast.reduce(flat_params(model).unsqueeze(0), batch, None)
     fast.reduce(flat_params(model).unsqueeze(0), batch, None)
     assert seen == ["channels_last", "channels_first", "channels_first"]  # tried once, then as the model needs
@@ -379,7 +384,7 @@ def test_errors_of_the_forward_are_still_raised():
     model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.Flatten(), nn.Linear(7, 2)).double()  # wrong in_features
     X, y = _x(6, 1, 8, 8), _cls(6, 2)
     fast = ModuleOracle(model, F.cross_entropy, X, y)
-    batch = Batch(torch.arange(6), None, 6.0, torch.tensor([6]))
+    batch = _whole(6)
     with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
         fast.reduce(flat_params(model).unsqueeze(0), batch, None)
 
@@ -390,7 +395,7 @@ def test_pre_clip_perturbation_uses_materialized_vectors():
     X, y = _x(16, 1, 8, 8), _cls(16, 10)
     fast = ModuleOracle(model, F.cross_entropy, X, y)
     ref = CallableOracle(module_grad_fn(model, F.cross_entropy, X, y))
-    batch = Batch(torch.arange(16), None, 16.0, torch.tensor([16]))
+    batch = _whole(16)
     theta = flat_params(model).unsqueeze(0)
     C = torch.tensor([0.1], dtype=torch.float64)
     a = fast.reduce(theta, batch, lambda n: clip_scale(n, C), pre_clip_std=0.5, generator=torch.Generator().manual_seed(0))
@@ -451,7 +456,7 @@ def test_cuda_parity():
     torch.manual_seed(0)
     gpu_model = small_cnn(8, norm=True).double().cuda()
     gpu = ModuleOracle(gpu_model, F.cross_entropy, X.cuda(), y.cuda())
-    batch = Batch(torch.arange(32), None, 32.0, torch.tensor([32]))
+    batch = _whole(32)
     gb = Batch(torch.arange(32, device="cuda"), None, 32.0, torch.tensor([32], device="cuda"))
     C = torch.tensor([0.1], dtype=torch.float64)
     a = cpu.reduce(flat_params(cpu.model).unsqueeze(0), batch, lambda n: clip_scale(n, C), need_raw=True)
