@@ -155,6 +155,10 @@ def check_in_dtype(value, like: torch.Tensor, name: str, *, allow_zero: bool = F
         raw = value.detach().to(torch.float64) if value.is_floating_point() else value.detach().double()
     else:
         v = check_nonnegative(value, name) if allow_zero else check_positive(value, name)
+        c = torch.tensor(v, device=like.device, dtype=dtype)
+        cv = c.item()  # the usual case, checked on the cast value in Python (one read, no tensor ops)
+        if math.isfinite(cv) and (cv > 0 or (allow_zero and v == 0)):
+            return c
         raw = torch.tensor(v, dtype=torch.float64)
     low = "[0, inf)" if allow_zero else "(0, inf)"
     ok_raw = torch.isfinite(raw) & ((raw >= 0) if allow_zero else (raw > 0))

@@ -68,12 +68,16 @@ def safe_norm(g: torch.Tensor) -> torch.Tensor:
     float32). Only the other rows (zero, tiny, huge, inf or NaN) are scaled.
     """
     g = _as_vectors(g)
-    n, ok = _one_pass_norm(g)
-    if bool(ok.all()):
+    n = torch.linalg.vector_norm(g, dim=-1)
+    if n.numel() == 0:
+        return n
+    # every row exact? one reduction and two scalar reads (NaN propagates through aminmax: not exact)
+    lo, hi = torch.aminmax(n)
+    if float(lo) >= _exact_floor(g) and float(hi) < math.inf:
         return n
     if g.dim() == 1:
         return _scaled_norm(g)
-    bad = ~ok
+    bad = ~((n >= _exact_floor(g)) & (n < math.inf))
     return n.index_put((bad,), _scaled_norm(g[bad]))  # out of place: autograd keeps vector_norm's result
 
 
@@ -81,8 +85,13 @@ def _one_pass_norm(g: torch.Tensor, keepdim: bool = False):
     """``(‖g‖, ok)``: the norm along the last dimension by one ``vector_norm`` pass, and where it
     is exact to rounding (finite, and at least ``√(p·tiny/eps)``; see :func:`safe_norm`)."""
     n = torch.linalg.vector_norm(g, dim=-1, keepdim=keepdim)
+    return n, (n >= _exact_floor(g)) & (n < math.inf)  # False for NaN
+
+
+def _exact_floor(g: torch.Tensor) -> float:
+    """``√(p·tiny/eps)``: a one-pass norm at least this large lost nothing to underflow (see :func:`safe_norm`)."""
     fi = torch.finfo(g.dtype)
-    return n, (n >= math.sqrt(g.shape[-1] * fi.tiny / fi.eps)) & (n < math.inf)  # False for NaN
+    return math.sqrt(g.shape[-1] * fi.tiny / fi.eps)
 
 
 def _scaled_norm(g: torch.Tensor) -> torch.Tensor:

@@ -191,17 +191,20 @@ class ErrorFeedbackPrivatizer(GaussianPrivatizer):
                              f"C1 = {state['clip_norm'].max().item():g} > C2 = {C2.min().item():g}")
         state["feedback_clip_norm"] = C2
         state["error"] = torch.zeros((runs, p), device=like.device, dtype=like.dtype)
+        # ‖e‖ [R, 1], computed where e is updated. e starts at 0: a zero norm safe_norm would confirm by its
+        # slow path (rescaling) at every run's first step
+        state["error_norm"] = torch.zeros((runs, 1), device=like.device, dtype=like.dtype)
         return state
 
     def __call__(self, oracle, theta, batch, state, generator):
-        C1, C2, e = state["clip_norm"], state["feedback_clip_norm"], state["error"]
+        C1, C2, e, e_norm = state["clip_norm"], state["feedback_clip_norm"], state["error"], state["error_norm"]
         sums = oracle.reduce(theta, batch, _scale_fn(C1, self.normalize, self.stability), need_raw=True,
                              generator=generator)
         b = batch.normalizer
-        e_norm = safe_norm(e).unsqueeze(-1)  # [R, 1]
         fb = _scale_fn(C2, self.normalize, self.stability)(e_norm)  # [R, 1]
         v = sums.scaled / b + fb * e
-        state["error"] = e + sums.raw / b - v
+        state["error"] = e = e + sums.raw / b - v
+        state["error_norm"] = safe_norm(e).unsqueeze(-1)
         out = v
         noise = self.noise_on_sum(C1, batch, v.shape, generator, v)
         if noise is not None:

@@ -89,9 +89,10 @@ def _window_means(batches: list, ends: list[int]) -> tuple[list[float], list[flo
         return [], []
     if any(b is None for b in batches):  # a privatizer that did not go through the oracle's reduce
         return [nan] * len(ends), [nan] * len(ends)
-    loss = torch.stack([b[0].reshape(()).to(torch.float64) for b in batches]).tolist()  # one sync
+    # one stack and one sync each; tolist() converts exactly (float32 -> Python float), the sums run in float64
+    loss = torch.stack([b[0].reshape(()) for b in batches]).tolist()
     has_acc = all(b[1] is not None or b[2] == 0 for b in batches)
-    correct = torch.stack([(b[1] if b[1] is not None else b[0].new_zeros(())).to(torch.float64)
+    correct = torch.stack([b[1] if b[1] is not None else b[0].new_zeros((), dtype=torch.int64)
                            for b in batches]).tolist() if has_acc else None
     count = [b[2] for b in batches]
     losses, accs, start = [], [], 0

@@ -90,6 +90,20 @@ def test_dice_stochastic_and_example1():
     assert abs(sto.iterates[:, 2000:].mean().item()) < 0.05
 
 
+@pytest.mark.parametrize("normalize", [False, True])
+def test_dice_error_norm_history_is_the_norm_of_each_error(normalize):
+    """``history["error_norm"][t]`` is ‖e_t‖, the error the step t+1 clips (e_0 = 0): a run of t steps ends
+    with e_t in ``extra["error"]``, and the same seed's longer run records its norm at step t+1."""
+    prob = data.chen_example1()
+    kw = dict(n=3, lr=0.05, clip_norm=0.5, feedback_clip_norm=1.0, noise_multiplier=0.3, batch_size=2, seed=4,
+              normalize=normalize)
+    long = dice_sgd(prob, x0, steps=6, **kw)
+    assert long.history["error_norm"][0] == 0.0
+    for t in range(1, 6):
+        e_t = dice_sgd(prob, x0, steps=t, **kw).extra["error"]
+        assert long.history["error_norm"][t] == torch.linalg.vector_norm(e_t)
+
+
 def test_dice_adam_and_automatic():
     prob = data.chen_example1()
     adam = dice_sgd(prob, x0, n=3, steps=3000, lr=0.01, clip_norm=1.0, feedback_clip_norm=1.0, noise_multiplier=0.0,
