@@ -250,7 +250,7 @@ def _thin(m) -> bool:
     patches in :func:`_thin_patches`'s layout than as a grouped convolution (the benchmark CNN's first
     layer at batch 64: 1.5x faster on 28×28 images, 1.7x on 8×8), from channels-last patches (8×8: 1.7x)
     or by ``F.unfold`` + ``bmm`` (8×8: 1.4x)."""
-    return m.groups == 1 and m.weight[0].numel() <= THIN_PATCH
+    return m.groups == 1 and math.prod(m.weight.shape[1:]) <= THIN_PATCH
 
 
 def _padded(m, x):
@@ -335,8 +335,8 @@ def _rule_conv(m, calls):
     out = {}
     W, bias = m.weight, m.bias
     if W.requires_grad:
-        L = sum(g[0, 0].numel() for _, g in calls)
-        din, dout = W[0].numel() * m.groups, W.shape[0]
+        L = sum(math.prod(g.shape[2:]) for _, g in calls)  # shapes, not tensor indexing (no ops)
+        din, dout = math.prod(W.shape[1:]) * m.groups, W.shape[0]
         use_ghost = _use_ghost(L, din, dout)
         # a Linear layer over the L positions (thin layers: their own patches + bmm are faster, see _thin)
         if m.groups == 1 and (use_ghost or (L <= PATCH_POSITIONS and not _thin(m))):
