@@ -306,11 +306,8 @@ def _conv_patches(m, x):
     k, st, dil = _window(m)
     if pad is None:
         x = x.permute(0, 2, 3, 1).contiguous()  # [B, H, W, C]
-    else:  # zero padding and the channels-last copy in one pass
-        B, C, H, W = x.shape
-        xp = x.new_zeros((B, H + 2 * pad[0], W + 2 * pad[1], C))
-        xp[:, pad[0]:pad[0] + H, pad[1]:pad[1] + W].copy_(x.permute(0, 2, 3, 1))
-        x = xp
+    else:  # zero padding and the channels-last copy in one pass (one op)
+        x = F.pad(x.permute(0, 2, 3, 1), (0, 0, pad[1], pad[1], pad[0], pad[0]))
     B, H, W, C = x.shape
     Ho, Wo = _out_size(H, W, k, st, dil)
     s0, s1, s2, s3 = x.stride()
@@ -608,6 +605,7 @@ class ModuleOracle(CallableOracle):
         #: from the step's own forward pass (:func:`dpclip_lab.per_sample.batch_stats`).
         self.last_batch = None
         self._plan = None   # the layer plan and its forward hooks, built on the first step
+        self._flat, self._views = None, []  # the parameters' flat buffer (:meth:`_load`)
         #: Image batches go in channels-last (:data:`CHANNELS_LAST`): CPU, 4-D inputs, a Conv2d in the model.
         #: Turned off for good if a forward fails on them (e.g. ``x.view(B, -1)`` after a convolution).
         self.channels_last = (CHANNELS_LAST and inputs.dim() == 4 and inputs.device.type == "cpu"
@@ -649,9 +647,21 @@ class ModuleOracle(CallableOracle):
         _check_finite(scaled, "per-example gradients")
         return Sums(scaled, raw, norms, w)
 
+    def _load(self, theta):
+        """θ into the model: the parameters are views of one flat buffer, filled by one copy (a step's
+        ``vector_to_parameters`` took a split and a view per parameter). Parameters rebound since
+        (e.g. by ``vector_to_parameters`` in a monitor callback) are bound to the buffer again."""
+        flat = self._flat
+        if flat is None or flat.dtype != theta.dtype or flat.device != theta.device:
+            flat = self._flat = torch.empty_like(theta)
+            self._views = [v.view(q.shape) for q, v in zip(self.params, flat.split(self._sizes))]
+        for q, v in zip(self.params, self._views):
+            if q.data_ptr() != v.data_ptr() or q.dtype != v.dtype:
+                q.data = v
+        flat.copy_(theta)
+
     def _one(self, theta, idx, w, scale, need_raw):
-        for q, v in zip(self.params, theta.split(self._sizes)):  # vector_to_parameters, in fewer ops
-            q.data = v.view(q.shape)
+        self._load(theta)
         m = idx.shape[0]
         keep = idx if w is None else idx[w > 0]
         if keep.numel() == 0:

@@ -403,6 +403,28 @@ def test_pre_clip_perturbation_uses_materialized_vectors():
     assert torch.equal(a.scaled, b.scaled)
 
 
+def test_parameters_are_loaded_through_one_buffer_and_rebound_when_replaced():
+    """Each step loads θ into the model by one copy into the buffer its parameters view; parameters rebound in
+    between (``vector_to_parameters``, as a monitor callback does) are bound to the buffer again, and every
+    step's sums equal those of a fresh oracle at the same θ."""
+    from torch.nn.utils import vector_to_parameters
+    model = small_cnn(8).double()
+    X, y = _x(12, 1, 8, 8), _cls(12, 10)
+    fast = ModuleOracle(model, F.cross_entropy, X, y)
+    theta0 = flat_params(model)
+    thetas = [theta0 + 0.05 * k * _x(theta0.shape[0], seed=k) for k in range(3)]
+    for k, th in enumerate(thetas):
+        if k == 2:
+            vector_to_parameters(torch.zeros_like(th), list(model.parameters()))  # rebinds every parameter
+        a = fast.reduce(th.unsqueeze(0), _whole(12), lambda n: clip_scale(n, torch.tensor([0.3], dtype=n.dtype)))
+        assert torch.equal(flat_params(model), th)
+        assert all(q.data_ptr() == v.data_ptr() for q, v in zip(model.parameters(), fast._views))
+        vector_to_parameters(th.clone(), list(model.parameters()))
+        ref = ModuleOracle(model, F.cross_entropy, X, y).reduce(
+            th.unsqueeze(0), _whole(12), lambda n: clip_scale(n, torch.tensor([0.3], dtype=n.dtype)))
+        assert torch.equal(a.scaled, ref.scaled) and torch.equal(a.norms, ref.norms)
+
+
 def test_empty_poisson_batch():
     model = nn.Sequential(nn.Linear(3, 2)).double()
     X, y = _x(10, 3), _cls(10, 2)
