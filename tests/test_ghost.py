@@ -150,12 +150,14 @@ def test_thin_patches_are_unfolds_layout():
 
 
 def test_rule_choice_follows_the_documented_costs(monkeypatch):
-    """Ghost norm where its Gram matrices cost fewer multiply-adds than forming G_i; conv book-keeping
-    from the patches on small maps, thin layers from their own patches, larger maps by the grouped
-    convolution."""
+    """Ghost norm where its Gram matrices cost fewer multiply-adds than forming G_i (embeddings: where they
+    are smaller than G_i); conv book-keeping from the patches on small maps, thin layers from their own
+    patches, larger maps by the grouped convolution."""
     assert ghost._use_ghost(16, 144, 32)          # the book CNN's second conv on 8×8 digits (4×4 map)
     assert not ghost._use_ghost(49, 288, 32)      # 7×7, 32 → 32: 2 L² < d_in d_out, but 2x slower as ghost
     assert not ghost._use_ghost(196, 144, 32)     # 14×14
+    assert not ghost._embedding_ghost(64, 30, 16)  # the book's CharModel: G_i [30, 16] < [64, 64]
+    assert ghost._embedding_ghost(32, 50257, 64)   # a word vocabulary: the [T, T] matrices are smaller
     paths = []
     for name in ("_conv_patches", "_thin_patches"):
         real = getattr(ghost, name)
