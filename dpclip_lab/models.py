@@ -128,7 +128,10 @@ class CharModel(nn.Module):
             ids = ids.unsqueeze(0)
         h = self.emb(ids).transpose(1, 2)                                 # [b, E, L]
         h = nn.functional.pad(h, (self.context - 1, 0))                   # causal
-        h = torch.relu(self.conv(h)).transpose(1, 2)                      # [b, L, H]
+        # [b, L, H], made contiguous before the ReLU: its backward then reads the gradient and its saved
+        # output in one layout (after the transpose they differed, and that backward took a quarter of a
+        # plain SGD step; same values). The linear layer copied the transposed view anyway.
+        h = torch.relu(self.conv(h).transpose(1, 2).contiguous())
         out = self.out(h)
         return out[0] if squeeze else out
 
