@@ -72,7 +72,7 @@ def safe_norm(g: torch.Tensor) -> torch.Tensor:
     if n.numel() == 0:
         return n
     # every row exact? one reduction and two scalar reads (NaN propagates through aminmax: not exact)
-    lo, hi = torch.aminmax(n)
+    lo, hi = torch.aminmax(n.detach())
     if float(lo) >= _exact_floor(g) and float(hi) < math.inf:
         return n
     if g.dim() == 1:
