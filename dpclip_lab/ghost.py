@@ -628,7 +628,7 @@ class ModuleOracle(CallableOracle):
         #: from the step's own forward pass (:func:`dpclip_lab.per_sample.batch_stats`).
         self.last_batch = None
         self._plan = None   # the layer plan and its forward hooks, built on the first step
-        self._flat, self._views = None, []  # the parameters' flat buffer (:meth:`_load`)
+        self._flat, self._views = None, []  # the parameters' flat buffer (:meth:`load`)
         #: Image batches go in channels-last (:data:`CHANNELS_LAST`): CPU, 4-D inputs, a Conv2d in the model.
         #: Turned off for good if a forward fails on them (e.g. ``x.view(B, -1)`` after a convolution).
         self.channels_last = (CHANNELS_LAST and inputs.dim() == 4 and inputs.device.type == "cpu"
@@ -670,10 +670,12 @@ class ModuleOracle(CallableOracle):
         _check_finite(scaled, "per-example gradients")
         return Sums(scaled, raw, norms, w)
 
-    def _load(self, theta):
-        """θ into the model: the parameters are views of one flat buffer, filled by one copy (a step's
-        ``vector_to_parameters`` took a split and a view per parameter). Parameters rebound since
-        (e.g. by ``vector_to_parameters`` in a monitor callback) are bound to the buffer again."""
+    def load(self, theta):
+        """Lab utility: θ ``[n_params]`` into the model's parameters by one copy.
+
+        The parameters are views of one flat buffer of this oracle (a step's ``vector_to_parameters``
+        took a split and a view per parameter, and left them aliasing θ). Parameters rebound since
+        (e.g. by ``vector_to_parameters``) are bound to the buffer again."""
         flat = self._flat
         if flat is None or flat.dtype != theta.dtype or flat.device != theta.device:
             flat = self._flat = torch.empty_like(theta)
@@ -684,7 +686,7 @@ class ModuleOracle(CallableOracle):
         flat.copy_(theta)
 
     def _one(self, theta, idx, w, scale, need_raw):
-        self._load(theta)
+        self.load(theta)
         m = idx.shape[0]
         keep = idx if w is None else idx[w > 0]
         if keep.numel() == 0:

@@ -219,7 +219,7 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
             batches.append(grad_fn.last_batch)
             grad_fn.last_batch = None
         elif (t + 1) % log_every == 0 or t + 1 == steps:
-            vector_to_parameters(theta[0], params)
+            grad_fn.load(theta[0])
             loss, acc = evaluate(model, loss_fn, *monitor)
             log["loss"].append(loss)
             log["accuracy"].append(acc)
@@ -234,8 +234,8 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
     log["fraction_clipped"] = [] if frac is None else frac[0, [t - 1 for t in log["step"]]].tolist()
     if monitor is None:
         log["loss"], log["accuracy"] = _window_means(batches, log["step"])
-    with torch.no_grad():
-        vector_to_parameters(traj.last[0], params)
+    with torch.no_grad():  # a copy: the model's parameters do not alias the released θ
+        grad_fn.load(traj.last[0])
     common = dict(release="last", sampling=sampling, sample_rate=sampler.sample_rate,
                   noise_multiplier=privatizer.noise_multiplier, steps=steps, batch_size=sampler.batch_size,
                   n=n, clip_norm=clip_norm, extra={"log": log, "method": method, "normalize": normalize,

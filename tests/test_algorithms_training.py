@@ -127,6 +127,21 @@ def test_train_leaves_no_hooks_on_the_model():
     assert all(not mod._forward_hooks for mod in m.modules())
 
 
+@pytest.mark.parametrize("per_example,monitor", [("auto", False), ("materialize", False), ("auto", True)])
+def test_released_theta_does_not_alias_the_model(per_example, monitor):
+    """The model holds the released θ as a copy: training it further in place leaves the result unchanged."""
+    X, y = _data(64)
+    m = _model()
+    res = train(m, F.cross_entropy, X, y, steps=4, lr=0.1, clip_norm=1.0, noise_multiplier=0.5, batch_size=8,
+                progress=False, per_example=per_example, log_every=2, monitor=(X[:8], y[:8]) if monitor else None)
+    released = res.theta.clone()
+    assert torch.equal(flat_params(m), released)
+    with torch.no_grad():
+        for q in m.parameters():
+            q.add_(1.0)
+    assert torch.equal(res.theta, released)
+
+
 # -- what dl.train logs by default: the steps' own batches ---------------------------------------
 @pytest.mark.parametrize("per_example", ["auto", "materialize"])
 def test_default_log_is_the_mean_loss_of_the_window_batches(per_example):
