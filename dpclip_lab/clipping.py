@@ -77,7 +77,7 @@ def safe_norm(g: torch.Tensor) -> torch.Tensor:
         return n
     if g.dim() == 1:
         return _scaled_norm(g)
-    bad = ~((n >= _exact_floor(g)) & (n < math.inf))
+    bad = ~_exact(n, g)
     return n.index_put((bad,), _scaled_norm(g[bad]))  # out of place: autograd keeps vector_norm's result
 
 
@@ -85,7 +85,13 @@ def _one_pass_norm(g: torch.Tensor, keepdim: bool = False):
     """``(‖g‖, ok)``: the norm along the last dimension by one ``vector_norm`` pass, and where it
     is exact to rounding (finite, and at least ``√(p·tiny/eps)``; see :func:`safe_norm`)."""
     n = torch.linalg.vector_norm(g, dim=-1, keepdim=keepdim)
-    return n, (n >= _exact_floor(g)) & (n < math.inf)  # False for NaN
+    return n, _exact(n, g)
+
+
+def _exact(n: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """Where the one-pass norms ``n`` of ``g``'s rows are exact to rounding: finite and at least
+    :func:`_exact_floor` (False for NaN)."""
+    return (n >= _exact_floor(g)) & (n < math.inf)
 
 
 def _exact_floor(g: torch.Tensor) -> float:

@@ -194,10 +194,13 @@ def _channels_last(x: torch.Tensor) -> torch.Tensor:
     return x.contiguous(memory_format=torch.channels_last)
 
 
+def _ghost_if(cheaper: bool) -> bool:
+    """The ghost norm where ``cheaper`` says so (:data:`STRATEGY` ``"auto"``), or as ``STRATEGY`` forces."""
+    return cheaper if STRATEGY == "auto" else STRATEGY == "ghost"
+
+
 def _use_ghost(T, din, dout):
-    if STRATEGY == "auto":
-        return T * (din + dout) < din * dout
-    return STRATEGY == "ghost"
+    return _ghost_if(T * (din + dout) < din * dout)
 
 
 def _seq(x: torch.Tensor) -> torch.Tensor:
@@ -415,9 +418,7 @@ def _embedding_ghost(T, V, dim):
     (V = 30, dim = 16, T = 64) 1.41 -> 0.12 ms by book-keeping (its DP-SGD step 8.2 -> 7.3 ms); V = 1000,
     dim = 64, T = 64 about equal (2.5 ms, ghost chosen); a 50k-token vocabulary (T = 32, batch 16) 0.86 ms
     by the ghost norm, 107 ms by book-keeping."""
-    if STRATEGY == "auto":
-        return T * T < V * dim
-    return STRATEGY == "ghost"
+    return _ghost_if(T * T < V * dim)
 
 
 def _rule_norm(m, calls):
@@ -681,7 +682,7 @@ class ModuleOracle(CallableOracle):
             flat = self._flat = torch.empty_like(theta)
             self._views = [v.view(q.shape) for q, v in zip(self.params, flat.split(self._sizes))]
         for q, v in zip(self.params, self._views):
-            if q.data_ptr() != v.data_ptr() or q.dtype != v.dtype:
+            if q.data_ptr() != v.data_ptr():
                 q.data = v
         flat.copy_(theta)
 
