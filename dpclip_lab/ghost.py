@@ -69,7 +69,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .algorithms.oracles import CallableOracle, Sums, _check_finite, has_pre_clip
-from .per_sample import batch_stats
+from .per_sample import BatchStats, batch_stats
 
 __all__ = ["SUPPORTED_LAYERS", "unsupported_parameters", "supports", "ModuleOracle", "SelfAttention",
            "TinySequenceModel", "ghost_norms_and_sum"]
@@ -702,7 +702,7 @@ class ModuleOracle(CallableOracle):
         m = idx.shape[0]
         keep = idx if w is None else idx[w > 0]
         if keep.numel() == 0:
-            self._record((theta.new_zeros(()), None, 0))
+            self._record(BatchStats(theta.new_zeros(()), None, None, 0))
             z = theta.new_zeros(theta.shape[0])
             return z, (z.clone() if need_raw else None), theta.new_zeros(m)
         if self._plan is None:

@@ -144,14 +144,79 @@ def _per_sample_grads(model, loss_fn, inputs, targets, *, with_stats: bool):
     return (flat, batch_stats(outs, losses.sum(), targets)) if with_stats else flat
 
 
-def batch_stats(outputs: torch.Tensor, loss_sum: torch.Tensor, targets: torch.Tensor):
+def batch_stats(outputs: torch.Tensor, loss_sum: torch.Tensor, targets: torch.Tensor) -> "BatchStats":
     """Lab utility: ``(Σ_i loss_i, number correct or None, batch size)`` of one batch, as tensors (no sync).
 
     "Correct" is ``argmax(outputs) == target`` when the outputs are class scores
     (``[b, classes > 1]`` and integer targets), as in :func:`dpclip_lab.training.evaluate`;
-    otherwise None. What ``dl.train`` logs by default, at no extra forward pass.
+    otherwise None. What ``dl.train`` logs by default, at no extra forward pass. The count is
+    computed when it is first read (:class:`BatchStats`).
     """
     is_cls = outputs.dim() == 2 and outputs.shape[1] > 1 and not targets.is_floating_point()
-    with torch.no_grad():
-        correct = (outputs.argmax(1) == targets).sum() if is_cls else None
-    return loss_sum.detach(), correct, int(targets.shape[0])
+    return BatchStats(loss_sum.detach(), outputs.detach() if is_cls else None, targets if is_cls else None,
+                      int(targets.shape[0]))
+
+
+class BatchStats:
+    """Lab utility: what :func:`batch_stats` returns: the triple ``(loss_sum, correct, size)`` (it unpacks
+    and indexes as one), whose count of correct predictions ``correct`` is computed when first read.
+
+    It keeps the batch's detached class scores until then. ``dl.train`` counts a whole logging window's
+    batches at once (:func:`count_correct`): one ``argmax`` over their outputs side by side instead of three
+    small kernels at every step, which cost 1.8 % of a DP-SGD step on the benchmark CNN (8×8 images,
+    batch 64; measured against not counting at all).
+    """
+
+    __slots__ = ("loss_sum", "outputs", "targets", "size", "_correct")
+
+    def __init__(self, loss_sum: torch.Tensor, outputs: torch.Tensor | None, targets: torch.Tensor | None,
+                 size: int):
+        self.loss_sum, self.outputs, self.targets, self.size = loss_sum, outputs, targets, size
+        self._correct = None
+
+    @property
+    def correct(self) -> torch.Tensor | None:
+        """Number of rows whose argmax is the target (a 0-d tensor), or None when the outputs are not class scores."""
+        if self._correct is None and self.outputs is not None:
+            self._correct = count_correct([self])
+            self.outputs = self.targets = None
+        return self._correct
+
+    def __iter__(self):
+        return iter((self.loss_sum, self.correct, self.size))
+
+    def __getitem__(self, i):
+        return (self.loss_sum, self.correct, self.size)[i]
+
+    def __len__(self) -> int:
+        return 3
+
+    def __repr__(self) -> str:
+        return f"BatchStats(loss_sum={self.loss_sum!r}, correct={self.correct!r}, size={self.size})"
+
+
+def count_correct(stats) -> torch.Tensor | None:
+    """Lab utility: Σ of the ``correct`` counts of several batches' stats (0-d int64 tensor), by one
+    ``argmax`` over their class scores side by side; None unless every non-empty batch has class scores.
+
+    ``stats``: :class:`BatchStats` or ``(loss_sum, correct, size)`` triples (an empty batch's is
+    ``(0, None, 0)``)."""
+    outs, tgts, done = [], [], []
+    for b in stats:
+        if isinstance(b, BatchStats) and b.outputs is not None:
+            outs.append(b.outputs)
+            tgts.append(b.targets)
+        elif b[1] is not None:
+            done.append(b[1])
+        elif b[2] != 0:
+            return None
+    total = None
+    if outs:
+        with torch.no_grad():
+            o, t = (outs[0], tgts[0]) if len(outs) == 1 else (torch.cat(outs), torch.cat(tgts))
+            total = (o.argmax(1) == t).sum()
+    for c in done:
+        total = c if total is None else total + c
+    if total is None:  # only empty batches
+        total = torch.zeros((), dtype=torch.int64)
+    return total

@@ -23,7 +23,7 @@ from ._validation import check_int, check_nonnegative
 from .algorithms.adaptive_clipping import default_count_noise_std
 from .algorithms.dice_sgd import DiceSGDResult
 from .algorithms.loop import DPResult, finish, run
-from .per_sample import _per_sample_grads, check_module_inputs, per_sample_grads
+from .per_sample import BatchStats, _per_sample_grads, check_module_inputs, count_correct, per_sample_grads
 from .privatizers import ErrorFeedbackPrivatizer, GaussianPrivatizer, QuantilePrivatizer
 from .sampling import make_sampler
 
@@ -51,7 +51,7 @@ def module_grad_fn(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, ta
         vector_to_parameters(theta, params)
         if idx.numel() == 0:  # an empty Poisson batch
             if on_batch is not None:
-                on_batch((theta.new_zeros(()), None, 0))
+                on_batch(BatchStats(theta.new_zeros(()), None, None, 0))
             return theta.new_zeros((0, n_params))
         if on_batch is None:
             return per_sample_grads(model, loss_fn, inputs[idx], targets[idx])
@@ -78,30 +78,68 @@ def evaluate(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets:
     return tot_loss / n, (correct / n if is_cls else float("nan"))
 
 
-def _window_means(batches: list, ends: list[int]) -> tuple[list[float], list[float]]:
+def _window_means(batches: list, correct: list, ends: list[int]) -> tuple[list[float], list[float]]:
     """Mean loss and accuracy over the examples of the steps since the previous logged step.
 
-    ``batches[t]`` is step t+1's ``(Σ loss, number correct or None, batch size)``; a
-    window with no example gives NaN, and accuracy is NaN unless every batch had one.
+    ``batches[t]`` is step t+1's ``(Σ loss, batch size)`` (None when a privatizer did not go through
+    the oracle's reduce), ``correct[j]`` the number of correct predictions in window j (a 0-d tensor, or
+    None when some batch had no class scores). A window with no example gives NaN, and accuracy is NaN
+    unless every batch had class scores.
     """
     nan = float("nan")
     if not batches:
         return [], []
-    if any(b is None for b in batches):  # a privatizer that did not go through the oracle's reduce
+    if any(b is None for b in batches):
         return [nan] * len(ends), [nan] * len(ends)
     # one stack and one sync each; tolist() converts exactly (float32 -> Python float), the sums run in float64
     loss = torch.stack([b[0].reshape(()) for b in batches]).tolist()
-    has_acc = all(b[1] is not None or b[2] == 0 for b in batches)
-    correct = torch.stack([b[1] if b[1] is not None else b[0].new_zeros((), dtype=torch.int64)
-                           for b in batches]).tolist() if has_acc else None
-    count = [b[2] for b in batches]
+    has_acc = all(c is not None for c in correct)
+    right = torch.stack(correct).tolist() if has_acc else None
+    count = [b[1] for b in batches]
     losses, accs, start = [], [], 0
-    for end in ends:
+    for j, end in enumerate(ends):
         n = sum(count[start:end])
         losses.append(sum(loss[start:end]) / n if n else nan)
-        accs.append(sum(correct[start:end]) / n if (n and has_acc) else nan)
+        accs.append(right[j] / n if (n and has_acc) else nan)
         start = end
     return losses, accs
+
+
+#: Class scores (elements) a logging window holds for its batched count of correct predictions
+#: (:class:`_Window`); past it the window's batches so far are counted.
+HOLD_SCORES = 1 << 20
+
+
+class _Window:
+    """The number of correct predictions in one logging window of ``dl.train``'s default log.
+
+    The batches' :class:`~dpclip_lab.per_sample.BatchStats` are counted together when the window
+    closes (one :func:`~dpclip_lab.per_sample.count_correct`), or earlier once their class scores
+    pass :data:`HOLD_SCORES` elements, so the memory held stays bounded whatever ``log_every``."""
+
+    def __init__(self):
+        self.batches, self.parts, self.held = [], [], 0
+
+    def add(self, b):
+        """One step's stats (None: the step did not go through the oracle's reduce)."""
+        self.batches.append(b)
+        if b is not None and b.outputs is not None:
+            self.held += b.outputs.numel()
+            if self.held > HOLD_SCORES:
+                self._count()
+
+    def _count(self):
+        if self.batches:
+            self.parts.append(None if any(b is None for b in self.batches) else count_correct(self.batches))
+        self.batches, self.held = [], 0
+
+    def close(self):
+        """The window's count (0-d tensor; None unless every batch had class scores); starts the next window."""
+        self._count()
+        parts, self.parts = self.parts, []
+        if not parts or any(c is None for c in parts):
+            return None if parts else torch.zeros((), dtype=torch.int64)
+        return sum(parts[1:], parts[0])
 
 
 def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: torch.Tensor, *,
@@ -212,12 +250,18 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
     from .ghost import ModuleOracle  # the layer-wise oracle (falls back to module_grad_fn)
     grad_fn = ModuleOracle(model, loss_fn, inputs, targets, mode=per_example)
     log = {"step": [], "loss": [], "accuracy": [], "fraction_clipped": []}
-    batches = []  # per step: batch_stats of the step's own forward pass (default monitor)
+    # Default monitor: per step the (Σ loss, size) of the step's own forward pass; per logging window
+    # the number of correct predictions (_Window).
+    batches, correct, window = [], [], _Window()
 
     def callback(t, theta, stats):
         if monitor is None:
-            batches.append(grad_fn.last_batch)
+            b = grad_fn.last_batch
             grad_fn.last_batch = None
+            batches.append(None if b is None else (b.loss_sum, b.size))
+            window.add(b)
+            if (t + 1) % log_every == 0 or t + 1 == steps:
+                correct.append(window.close())
         elif (t + 1) % log_every == 0 or t + 1 == steps:
             grad_fn.load(theta[0])
             loss, acc = evaluate(model, loss_fn, *monitor)
@@ -233,7 +277,7 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
     frac = traj.history.get("fraction_clipped")
     log["fraction_clipped"] = [] if frac is None else frac[0, [t - 1 for t in log["step"]]].tolist()
     if monitor is None:
-        log["loss"], log["accuracy"] = _window_means(batches, log["step"])
+        log["loss"], log["accuracy"] = _window_means(batches, correct, log["step"])
     with torch.no_grad():  # a copy: the model's parameters do not alias the released θ
         grad_fn.load(traj.last[0])
     common = dict(release="last", sampling=sampling, sample_rate=sampler.sample_rate,

@@ -184,3 +184,53 @@ def test_default_log_without_classes_and_with_a_monitor():
     res = train(model, F.cross_entropy, *_data(), steps=4, lr=0.5, clip_norm=1.0, noise_multiplier=0.0,
                 batch_size=32, seed=0, log_every=4, progress=False, monitor=(Xm, ym))
     assert res.extra["log"]["loss"] == [pytest.approx(evaluate(model, F.cross_entropy, Xm, ym)[0], rel=1e-6)]
+
+
+# -- the default log's accuracy: counted once per logging window -----------------------------------
+def test_batch_stats_is_a_triple_counted_when_read():
+    from dpclip_lab.per_sample import BatchStats, batch_stats, count_correct
+    g = torch.Generator().manual_seed(0)
+    out, t = torch.randn(9, 4, generator=g), torch.randint(0, 4, (9,), generator=g)
+    want = int((out.argmax(1) == t).sum())
+    b = batch_stats(out.requires_grad_(), torch.tensor(2.5, requires_grad=True), t)
+    assert b.outputs is not None and not b.outputs.requires_grad and not b.loss_sum.requires_grad
+    loss, correct, size = b
+    assert (float(loss), int(correct), size) == (2.5, want, 9) and int(b[1]) == want and len(b) == 3
+    assert b.outputs is None  # released once counted
+    # several batches at once = the sum of their counts; an empty batch adds nothing
+    bs = [batch_stats(out[:4], torch.tensor(0.0), t[:4]), batch_stats(out[4:], torch.tensor(0.0), t[4:]),
+          BatchStats(torch.tensor(0.0), None, None, 0)]
+    assert int(count_correct(bs)) == want
+    assert int(count_correct([BatchStats(torch.tensor(0.0), None, None, 0)])) == 0
+    # outputs that are not class scores (regression): no count
+    reg = batch_stats(torch.randn(3, 1), torch.tensor(1.0), torch.randn(3, 1))
+    assert reg.correct is None and count_correct([bs[0], reg]) is None
+
+
+@pytest.mark.parametrize("hold", [1, 10**9])
+def test_window_count_matches_per_step_counts(monkeypatch, hold):
+    """The log's accuracy equals the per-step counts summed over each window, whether the window's
+    batches are counted at its end or, past HOLD_SCORES, as they come; Poisson batches, empty ones included."""
+    import dpclip_lab.training as tr
+    from dpclip_lab.per_sample import batch_stats
+    monkeypatch.setattr(tr, "HOLD_SCORES", hold)
+    X, y = _data(64)
+    per_step = []
+    orig = tr.count_correct
+
+    def spy(bs):  # the reference: every batch counted alone, through its own lazy count
+        per_step.extend(int(b.correct) if b.correct is not None else 0
+                        for b in [batch_stats(b.outputs, b.loss_sum, b.targets) if b.outputs is not None else b
+                                  for b in bs])
+        return orig(bs)
+    monkeypatch.setattr(tr, "count_correct", spy)
+    res = train(_model(), F.cross_entropy, X, y, steps=7, lr=0.5, clip_norm=1.0, noise_multiplier=0.0,
+                batch_size=2, seed=0, log_every=3, progress=False)
+    log = res.extra["log"]
+    sizes = res.history["batch_size"].tolist()
+    assert log["step"] == [3, 6, 7] and 0.0 in sizes  # an empty Poisson batch in the run
+    ends = [0, 3, 6, 7]
+    for j in range(3):
+        n = sum(sizes[ends[j]:ends[j + 1]])
+        want = sum(per_step[ends[j]:ends[j + 1]]) / n if n else float("nan")
+        assert log["accuracy"][j] == pytest.approx(want, nan_ok=True)
