@@ -81,6 +81,12 @@ class _Fallback(Exception):
     """The forward did something the layer rules do not cover: use the materialized path."""
 
 
+class _NotFinite(Exception):
+    """A step's squared per-example norms are not all finite: NaN or inf in the gradients, or finite
+    gradients whose squared norms pass the dtype's range (float32: norms above ~1.8e19). That step runs
+    on the materialized path, which clips such gradients exactly and names NaN or inf ones."""
+
+
 def _module_ok(m: nn.Module) -> bool:
     if isinstance(m, nn.Embedding):
         return m.max_norm is None and not m.scale_grad_by_freq
@@ -585,6 +591,11 @@ class _Plan:
                     n2 = terms[p][0] if n2 is None else n2 + terms[p][0]
             if n2 is None:
                 n2 = inputs.new_zeros(B, dtype=params[0].dtype)
+            # A finite sum proves every squared norm finite, and with them the sums below (each product
+            # d a of a rule is at most a squared norm's square root). An inf would silently clip its
+            # example to zero: C / inf = 0.
+            if not math.isfinite(n2.sum().item()):
+                raise _NotFinite
             norms = n2.clamp_(min=0).sqrt_()
             s = torch.ones_like(norms) if scale is None else scale(norms.unsqueeze(0))[0]
             # the clipped sum, and the raw sum when asked for: one weight row each, one pass over the terms
@@ -671,6 +682,8 @@ class ModuleOracle(CallableOracle):
             self.fallbacks += 1
             self.use_ghost = False  # the same forward would fall back every step
             self.close()
+            return super().reduce(theta, batch, scale, need_raw=need_raw, generator=generator)
+        except _NotFinite:  # this step only (see _NotFinite)
             return super().reduce(theta, batch, scale, need_raw=need_raw, generator=generator)
         if R == 1:  # no stacking copies on the training driver's path
             scaled, raw, norms = rows[0][0].unsqueeze(0), rows[0][1], rows[0][2].unsqueeze(0)

@@ -497,3 +497,39 @@ def test_default_rdp_orders_contain_opacus_defaults():
     from dpclip_lab.accountants import DEFAULT_ORDERS
     opacus_alphas = [1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64))
     assert all(np.isclose(DEFAULT_ORDERS, a, rtol=0, atol=1e-12).any() for a in opacus_alphas)
+
+
+# -- finite gradients whose squared norms overflow, and NaN ones ----------------------------------------
+def test_huge_finite_gradients_are_clipped_exactly():
+    """float32 per-example gradients with norms ~1e20 are finite, but their squared norms are not: the
+    layer rules' norms would be inf and C / inf = 0 would silently drop every example from the sum. That
+    step runs on the materialized path instead (safe norms), with the same result, and the oracle stays
+    layer-wise for the next steps."""
+    torch.manual_seed(0)
+    X, y = torch.randn(8, 4) * 1e10, torch.randn(8, 1) * 1e10
+    model = nn.Linear(4, 1)
+    fast = ModuleOracle(model, F.mse_loss, X, y)
+    ref = ModuleOracle(model, F.mse_loss, X, y, mode="materialize")
+    theta = flat_params(model).unsqueeze(0)
+    batch = make_sampler("full", 8, 8).sample(0, 1, torch.Generator().manual_seed(0), "cpu", torch.float32)
+    C = torch.tensor([1.0])
+    a = fast.reduce(theta, batch, lambda n: clip_scale(n, C), need_raw=True)
+    b = ref.reduce(theta, batch, lambda n: clip_scale(n, C), need_raw=True)
+    assert bool(torch.isfinite(b.norms).all()) and float(b.norms.min()) > 1e19
+    assert float(a.scaled.norm()) > 1.0  # not the silent zero
+    for name in ("scaled", "raw", "norms"):
+        assert _rel(getattr(a, name), getattr(b, name)) < RTOL, name
+    assert fast.use_ghost and fast.fallbacks == 0
+    small = fast.reduce(theta, make_sampler("full", 8, 8).sample(0, 1, torch.Generator(), "cpu", torch.float32),
+                        lambda n: clip_scale(n, C))  # the same oracle, back on the layer rules when finite
+    assert small.scaled.shape == a.scaled.shape
+
+
+def test_nan_gradients_raise_naming_them():
+    X, y = torch.randn(8, 4), torch.randn(8, 1)
+    X[3, 1] = float("nan")
+    model = nn.Linear(4, 1)
+    fast = ModuleOracle(model, F.mse_loss, X, y)
+    batch = make_sampler("full", 8, 8).sample(0, 1, torch.Generator().manual_seed(0), "cpu", torch.float32)
+    with pytest.raises(ValueError, match="per-example gradients contains .* NaN or inf"):
+        fast.reduce(flat_params(model).unsqueeze(0), batch, lambda n: clip_scale(n, torch.tensor([1.0])))
