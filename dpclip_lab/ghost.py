@@ -156,12 +156,16 @@ def _linear_like(a: torch.Tensor, d: torch.Tensor, weight, bias, finish):
     B, T, din = a.shape
     dout = d.shape[-1]
     out = {}
+    if T == 1:  # one position: G_i = d_i a_iᵀ, so ‖G_i‖² = ‖a_i‖² ‖d_i‖², and the bias gradient is d_i itself
+        a1, d1 = a[:, 0], d[:, 0]
+        bias_term = _formed(d1)  # its squared norms serve the weight's too
+        if weight is not None:
+            out[weight] = (_sq(a1) * bias_term[0], lambda W, raw=False: finish(_rows_weighted(d1, W).T.mm(a1)))
+        if bias is not None:
+            out[bias] = bias_term
+        return out
     if weight is not None:
-        if T == 1:
-            a1, d1 = a[:, 0], d[:, 0]
-            n2 = a1.pow(2).sum(1) * d1.pow(2).sum(1)
-            out[weight] = (n2, lambda W, raw=False: finish(_rows_weighted(d1, W).T.mm(a1)))
-        elif _use_ghost(T, din, dout):  # ghost norm (Li et al. 2022): O(B T² (d_in + d_out))
+        if _use_ghost(T, din, dout):  # ghost norm (Li et al. 2022): O(B T² (d_in + d_out))
             n2 = (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(d, d.transpose(1, 2))).sum((1, 2))
             out[weight] = (n2, lambda W, raw=False: finish(_positions_mm(d, a.reshape(B * T, din), W, raw)))
         else:  # book-keeping (Bu et al. 2023): form G_i once, reuse it for the sum
