@@ -71,9 +71,13 @@ def safe_norm(g: torch.Tensor) -> torch.Tensor:
     n = torch.linalg.vector_norm(g, dim=-1)
     if n.numel() == 0:
         return n
-    # every row exact? one reduction and two scalar reads (NaN propagates through aminmax: not exact)
-    lo, hi = torch.aminmax(n.detach())
-    if float(lo) >= _exact_floor(g) and float(hi) < math.inf:
+    # every row exact?
+    nd = n.detach()
+    if nd.numel() == 1:  # one row (DiceSGD's error in one run): one read; a NaN fails both comparisons
+        lo = hi = nd.item()
+    else:  # one reduction and two scalar reads (NaN propagates through aminmax: not exact)
+        lo, hi = (float(v) for v in torch.aminmax(nd))
+    if lo >= _exact_floor(g) and hi < math.inf:
         return n
     if g.dim() == 1:
         return _scaled_norm(g)
