@@ -536,7 +536,7 @@ class _Plan:
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.calls: dict | None = None
         self.B = 0
-        self.last_batch = None  # batch_stats of the last run (the loss and outputs of its forward)
+        self.last_batch = None  # batch_stats of the last run (its loss, and its outputs for the count)
         self.handles = [m.register_forward_hook(self._hook) for m in model.modules()
                         if isinstance(m, SUPPORTED_LAYERS) and any(p.requires_grad for p in m.parameters(recurse=False))]
 
@@ -651,8 +651,8 @@ class ModuleOracle(CallableOracle):
         self._sizes = [q.numel() for q in self.params]
         self.use_ghost = mode != "materialize" and not bad
         self.fallbacks = 0  # steps that fell back at run time (see module docstring)
-        #: ``(Σ loss, number correct or None, batch size)`` of the last batch reduced (one run),
-        #: from the step's own forward pass (:func:`dpclip_lab.per_sample.batch_stats`).
+        #: ``(Σ loss, number correct or None, batch size)`` of the last batch reduced (one run), from the
+        #: step's own forward pass: a :class:`dpclip_lab.per_sample.BatchStats`, whose count is made when read.
         self.last_batch = None
         self._plan = None   # the layer plan and its forward hooks, built on the first step
         self._flat, self._views = None, []  # the parameters' flat buffer (:meth:`load`)

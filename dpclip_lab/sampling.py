@@ -227,7 +227,7 @@ def poisson_positions(n: int, q: float, runs: int, generator: torch.Generator, d
         pos = steps.cumsum_(1).add_(start)
         chunks.append(pos)
         start = pos[:, -1:]
-        if int(start.min()) >= n:  # every run has passed the last example
+        if int(start.min() if runs > 1 else start) >= n:  # every run has passed the last example
             break
         k = max(16, k // 4)
     pos = chunks[0] if len(chunks) == 1 else torch.cat(chunks, 1)
