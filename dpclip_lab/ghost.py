@@ -137,6 +137,7 @@ def _rows_weighted(d: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
     w = W.T.reshape(W.shape[1], *([1] * (d.dim() - 2)), W.shape[0], 1)  # [B, 1.., K, 1]
     return (w * d.unsqueeze(-2)).flatten(-2)
 
+
 def _positions_mm(d: torch.Tensor, a: torch.Tensor, W: torch.Tensor, raw: bool) -> torch.Tensor:
     """The ghost norm's weighted sums: ``d [B, T, d_out]``, ``a [B·T, d_in]`` -> ``[K·d_out, d_in]``,
     one matrix product ``(W_k ∘ d)ᵀ a`` per weight row, the raw row's (``raw``) on ``d`` as it is. Against
@@ -156,7 +157,7 @@ def _linear_like(a: torch.Tensor, d: torch.Tensor, weight, bias, finish):
     B, T, din = a.shape
     dout = d.shape[-1]
     out = {}
-    if T == 1:  # one position: G_i = d_i a_iᵀ, so ‖G_i‖² = ‖a_i‖² ‖d_i‖², and the bias gradient is d_i itself
+    if T == 1:  # one position: G_i = d_i a_iᵀ, so ‖G_i‖² = ‖a_i‖² ‖d_i‖²; the bias gradient is d_i itself
         a1, d1 = a[:, 0], d[:, 0]
         bias_term = _formed(d1)  # its squared norms serve the weight's too
         if weight is not None:
@@ -595,9 +596,9 @@ class _Plan:
                     n2 = terms[p][0] if n2 is None else n2 + terms[p][0]
             if n2 is None:
                 n2 = inputs.new_zeros(B, dtype=params[0].dtype)
-            # A finite sum proves every squared norm finite, and with them the sums below (each product
-            # d a of a rule is at most a squared norm's square root). An inf would silently clip its
-            # example to zero: C / inf = 0.
+            # A finite sum proves every squared norm finite; an inf one would silently clip its example
+            # to zero (C / inf = 0). The sums are still checked in reduce (a weight above 1, as
+            # normalization gives tiny gradients, can overflow them).
             if not math.isfinite(n2.sum().item()):
                 raise _NotFinite
             norms = n2.clamp_(min=0).sqrt_()

@@ -68,9 +68,8 @@ def _fraction_clipped(sums, clip_norm, sizes):
     # int32 accumulator: summing a bool tensor into the default int64 costs 4x more
     # (about a tenth of a batched GLP sweep's step went to this count).
     over = (sums.norms > clip_norm.unsqueeze(-1)).sum(-1, dtype=torch.int32)
-    n = sizes.clamp(min=1)
     # the division casts the (exact) integer counts itself: no separate cast kernel
-    return over / (n if n.dtype == sums.norms.dtype else n.to(sums.norms.dtype))
+    return over / sizes.clamp(min=1).to(sums.norms.dtype)
 
 
 def _gauss(shape, generator, like):

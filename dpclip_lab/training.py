@@ -118,28 +118,28 @@ class _Window:
     pass :data:`HOLD_SCORES` elements, so the memory held stays bounded whatever ``log_every``."""
 
     def __init__(self):
-        self.batches, self.parts, self.held = [], [], 0
+        self.batches, self.held = [], 0
 
     def add(self, b):
         """One step's stats (None: the step did not go through the oracle's reduce)."""
         self.batches.append(b)
         if b is not None and b.outputs is not None:
             self.held += b.outputs.numel()
-            if self.held > HOLD_SCORES:
-                self._count()
+            if self.held > HOLD_SCORES:  # the batches so far become one counted triple
+                self.batches, self.held = [self._counted()], 0
 
-    def _count(self):
-        if self.batches:
-            self.parts.append(None if any(b is None for b in self.batches) else count_correct(self.batches))
-        self.batches, self.held = [], 0
+    def _counted(self):
+        """The window's batches so far as one ``(loss, correct, size)`` triple (None if one is None)."""
+        if any(b is None for b in self.batches):
+            return None
+        size = sum(b.size if isinstance(b, BatchStats) else b[2] for b in self.batches)
+        return None, count_correct(self.batches), size
 
     def close(self):
         """The window's count (0-d tensor; None unless every batch had class scores); starts the next window."""
-        self._count()
-        parts, self.parts = self.parts, []
-        if not parts or any(c is None for c in parts):
-            return None if parts else torch.zeros((), dtype=torch.int64)
-        return sum(parts[1:], parts[0])
+        c = self._counted()
+        self.batches, self.held = [], 0
+        return None if c is None else c[1]
 
 
 def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: torch.Tensor, *,

@@ -212,16 +212,14 @@ def test_window_count_matches_per_step_counts(monkeypatch, hold):
     """The log's accuracy equals the per-step counts summed over each window, whether the window's
     batches are counted at its end or, past HOLD_SCORES, as they come; Poisson batches, empty ones included."""
     import dpclip_lab.training as tr
-    from dpclip_lab.per_sample import batch_stats
+    from dpclip_lab.per_sample import BatchStats
     monkeypatch.setattr(tr, "HOLD_SCORES", hold)
     X, y = _data(64)
     per_step = []
     orig = tr.count_correct
 
-    def spy(bs):  # the reference: every batch counted alone, through its own lazy count
-        per_step.extend(int(b.correct) if b.correct is not None else 0
-                        for b in [batch_stats(b.outputs, b.loss_sum, b.targets) if b.outputs is not None else b
-                                  for b in bs])
+    def spy(bs):  # the reference: every batch counted alone
+        per_step.extend(int(orig([b])) for b in bs if isinstance(b, BatchStats))
         return orig(bs)
     monkeypatch.setattr(tr, "count_correct", spy)
     res = train(_model(), F.cross_entropy, X, y, steps=7, lr=0.5, clip_norm=1.0, noise_multiplier=0.0,
