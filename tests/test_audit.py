@@ -129,19 +129,21 @@ def test_bad_input_names_the_parameter(kwargs, match):
 
 
 # -- audits of the lab's algorithms ------------------------------------------------------------------
-@pytest.mark.parametrize("algorithm, kw", [
-    ("dp_sgd", dict(n=20, batch_size=2)),
-    ("dp_gd", dict(n=20)),
-    ("adaptive", dict(n=20, batch_size=4)),
+@pytest.mark.parametrize("algorithm, runs, kw", [
+    # Subsampled DP-SGD (q = 0.1) leaks least: at 500 runs its lower bound ranged 0.13-0.59 over 32 seeds
+    # and draw orders, so a fixed threshold there held for some seeds only; at 2000 runs, 0.51-0.88.
+    ("dp_sgd", 2000, dict(n=20, batch_size=2)),
+    ("dp_gd", 500, dict(n=20)),                      # 4.20-4.24 over 16 seeds
+    ("adaptive", 500, dict(n=20, batch_size=4)),     # 0.69-1.31 over 16 seeds
 ])
-def test_gradient_canary_audit_below_accountant(algorithm, kw):
-    a = A.gradient_canary_audit(algorithm, runs=500, steps=30, noise_multiplier=1.0, checkpoints=[10, 30],
+def test_gradient_canary_audit_below_accountant(algorithm, runs, kw):
+    a = A.gradient_canary_audit(algorithm, runs=runs, steps=30, noise_multiplier=1.0, checkpoints=[10, 30],
                                 accountant="pld", **kw)
     for obs in ("last", "all"):
         curve = a.epsilon_lower_curve(obs)
         assert np.all(curve <= a.accountant_epsilon), (algorithm, obs, curve, a.accountant_epsilon)
     assert a.epsilon_lower("all") > 0.3              # the audit finds something
-    assert a.scores_in["all"].shape == (500, 2)
+    assert a.scores_in["all"].shape == (runs, 2)
 
 
 def test_full_batch_audit_is_nearly_tight():
