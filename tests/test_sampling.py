@@ -137,3 +137,65 @@ def test_poisson_positions_equal_the_explicit_floor_formula(n, q, runs):
         got = poisson_positions(n, q, runs, torch.Generator().manual_seed(seed), "cpu")
         want = _positions_by_floor(n, q, runs, torch.Generator().manual_seed(seed))
         assert torch.equal(got, want), (n, q, runs, seed)
+
+
+# -- the training loop's Poisson stream: several steps drawn at once ---------------------------------
+@pytest.mark.parametrize("runs, steps", [(1, 6000), (4, 1500)])
+def test_poisson_stream_draws_independent_poisson_subsets(runs, steps):
+    """batch_stream's batches (drawn CHUNK_STEPS steps at a time) are Poisson(q) subsets: every example's
+    inclusion frequency is q, the sizes are Binomial(n, q), and consecutive steps are independent."""
+    from dpclip_lab.sampling import PoissonSampler
+    n, b = 40, 8
+    s = PoissonSampler(n, b)
+    it = s.batch_stream(0, runs, _gen(3), "cpu", torch.float64)
+    masks = torch.stack([next(it).mask for _ in range(steps)])      # [steps, R, n]
+    q = b / n
+    freq = masks.mean((0, 1))
+    se = math.sqrt(q * (1 - q) / (steps * runs))
+    assert float((freq - q).abs().max()) < 5 * se
+    sizes = masks.sum(-1).flatten()
+    m = sizes.numel()
+    assert abs(float(sizes.mean()) - n * q) < 4 * math.sqrt(n * q * (1 - q) / m)
+    assert abs(float(sizes.var()) / (n * q * (1 - q)) - 1) < 0.1
+    # one example's membership at steps t and t+1 (across chunk boundaries too): uncorrelated
+    x, y = masks[:-1, :, 0].flatten().numpy(), masks[1:, :, 0].flatten().numpy()
+    assert abs(stats.pearsonr(x, y)[0]) < 4 / math.sqrt(x.size)
+
+
+def test_poisson_stream_is_prefix_consistent_and_bounded():
+    """The chunk length depends on n, q and runs only, not on the number of steps: a run of T steps is
+    the first T steps of a longer run with the same seed (chunks of 32 steps here: T = 10 and 45 end
+    inside different chunks). A chunk stays under CHUNK_BYTES: one step when a step alone fills it,
+    which is then exactly sample()'s draw."""
+    import dpclip_lab as dl
+    from dpclip_lab.algorithms import dp_sgd
+    from dpclip_lab.losses import Logistic
+    from dpclip_lab.sampling import PoissonSampler
+    g = _gen(0)
+    X = torch.randn(500, 4, generator=g, dtype=torch.float64)
+    y = torch.where(torch.rand(500, generator=g) < 0.5, -1.0, 1.0).to(torch.float64)
+    prob = dl.GLProblem(X, y, Logistic())
+    kw = dict(n=500, lr=0.5, clip_norm=0.3, noise_multiplier=1.0, batch_size=25, seed=4, progress=False)
+    short = dp_sgd(prob, torch.zeros(4, dtype=torch.float64), steps=10, **kw)
+    long = dp_sgd(prob, torch.zeros(4, dtype=torch.float64), steps=45, **kw)
+    assert torch.equal(short.iterates, long.iterates[:11])
+    assert torch.equal(short.history["batch_size"], long.history["batch_size"][:10])
+    big = PoissonSampler(10**5, 1000)   # 2000 runs x ~1200 positions x 8 bytes > CHUNK_BYTES: one step a chunk
+    it, g = big.batch_stream(0, 2000, _gen(6), "cpu"), _gen(6)
+    for t in range(3):
+        assert torch.equal(next(it).positions, big.sample(t, 2000, g, "cpu").positions)
+
+
+def test_poisson_stream_honours_an_overridden_sample():
+    from dpclip_lab.sampling import PoissonSampler
+    calls = []
+
+    class Spy(PoissonSampler):
+        def sample(self, step, *a, **k):
+            calls.append(step)
+            return super().sample(step, *a, **k)
+
+    it = Spy(30, 3).batch_stream(4, 1, _gen(), "cpu")
+    for _ in range(3):
+        next(it)
+    assert calls == [4, 5, 6]
