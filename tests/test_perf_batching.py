@@ -53,7 +53,10 @@ def test_poisson_batch_positions_mask_and_padding_agree():
 
 @pytest.mark.parametrize("runs", [1, 5])
 @pytest.mark.parametrize("kind", ["clip", "normalize", "none"])
-def test_gathered_glp_reduce_equals_masked(runs, kind):
+@pytest.mark.parametrize("margins", ["all rows", "gathered rows"])
+def test_gathered_glp_reduce_equals_masked(runs, kind, margins, monkeypatch):
+    """Both ways to the members' margins (one product over all rows, or their gathered rows) give the mask path's sums."""
+    monkeypatch.setattr(GLPOracle, "DENSE_MARGINS_MAX_RATIO", 10**9 if margins == "all rows" else 0)
     prob = _glp()
     oracle = GLPOracle(prob)
     s = PoissonSampler(prob.n, 30)

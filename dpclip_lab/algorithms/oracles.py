@@ -74,6 +74,12 @@ class GLPOracle:
     #: gather members when the padded batch width m is at most this fraction of n (above it
     #: the dense mask path's matrix products should win; a rough threshold, not tuned).
     GATHER_MAX_FRACTION = 0.5
+    #: On gathered batches, the margins ⟨θ_r, x_i⟩ of *all* n rows by one matrix product
+    #: ``[R, p] x [p, n + 1]``, then each run's members picked from them, when ``n + 1`` is at most
+    #: this many times the padded width m; above it, the members' rows are gathered ([R, m, p]) and
+    #: multiplied. A product multiply-add costs ~40x less than a gathered element here (1 thread,
+    #: R = 1024, p = 20: n = 2000, m = 250: 1.1 ms against 3.9 ms; n = 10^5: gathering wins).
+    DENSE_MARGINS_MAX_RATIO = 16
 
     def __init__(self, problem):
         self.problem = problem
@@ -158,14 +164,23 @@ class GLPOracle:
             zero = theta.new_zeros(theta.shape)
             return Sums(zero, zero.clone() if need_raw else None, theta.new_zeros((R, 0)), w)
         flat = idx.reshape(-1)
-        Xg = Xp.index_select(0, flat).view(R, m, self.p)
-        z = torch.bmm(theta.unsqueeze(1), Xg.transpose(1, 2)).squeeze(1)          # [R, m]
+        Xg = None
+        if self.n + 1 <= self.DENSE_MARGINS_MAX_RATIO * m:
+            z = (theta @ Xp.T).gather(1, idx)                                      # [R, m]; row n is zero
+        else:
+            Xg = Xp.index_select(0, flat).view(R, m, self.p)
+            z = torch.bmm(theta.unsqueeze(1), Xg.transpose(1, 2)).squeeze(1)      # [R, m]
         coef = self.loss.derivative(z, yp.index_select(0, flat).view(R, m))      # (index_select: 3x faster than yp[idx])
         norms = coef.abs().mul_(fp.index_select(0, flat).view(R, m))
         sc = coef if scale is None else scale(norms).mul_(coef)
-        # Fused gather + weighted sum over each run's members (Σ_i sc_i x_i): no [R, m, p] product.
-        scaled = F.embedding_bag(idx, Xp, per_sample_weights=sc, mode="sum")
-        raw = F.embedding_bag(idx, Xp, per_sample_weights=coef, mode="sum") if need_raw else None
+        if Xg is None:
+            # Fused gather + weighted sum over each run's members (Σ_i sc_i x_i): no [R, m, p] tensor.
+            scaled = F.embedding_bag(idx, Xp, per_sample_weights=sc, mode="sum")
+            raw = F.embedding_bag(idx, Xp, per_sample_weights=coef, mode="sum") if need_raw else None
+        elif need_raw:  # the rows are gathered already: one product for both sums (n = 10^5: 1.3 ms vs 3.9)
+            scaled, raw = torch.bmm(torch.stack([sc, coef], 1), Xg).unbind(1)
+        else:
+            scaled, raw = torch.bmm(sc.unsqueeze(1), Xg).squeeze(1), None
         _check_finite(scaled, "loss derivative")
         return Sums(scaled, raw, norms, w)
 
