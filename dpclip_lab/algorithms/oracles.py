@@ -66,9 +66,12 @@ class GLPOracle:
     Poisson batches given as sorted member positions (:class:`dpclip_lab.sampling.Batch`)
     are *gathered*: per run and step the work is O(m p) for the ``m ≈ nq`` members
     — rows of ``X`` (plus a zero row at index ``n`` for padding) are gathered
-    once for ``⟨θ_r, x_i⟩``, and the clipped sum ``Σ_i s_i c_i x_i`` is one fused
-    gather-and-weighted-sum (``embedding_bag``) — instead of O(n p) for a 0/1 mask
-    over all n rows. When ``m`` is not small against ``n`` the mask path is used.
+    once for ``⟨θ_r, x_i⟩`` and the clipped sum ``Σ_i s_i c_i x_i`` — instead of
+    O(n p) for a 0/1 mask over all n rows. When ``n`` is at most
+    ``DENSE_MARGINS_MAX_RATIO`` times ``m``, the margins of all rows come from one
+    matrix product instead (cheaper per element than a gather), and the sum is one
+    fused gather-and-weighted-sum (``embedding_bag``). When ``m`` is not small against
+    ``n`` the mask path is used.
     """
 
     #: gather members when the padded batch width m is at most this fraction of n (above it
