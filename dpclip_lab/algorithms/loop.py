@@ -191,12 +191,15 @@ def run(grad_fn, theta0: torch.Tensor, *, steps: int, lr, sampler: Sampler, priv
     # A disabled bar is not built at all (~40 µs a call, a share of short runs such as a benchmark's).
     bar = range(steps) if (progress is False) or quiet else tqdm(
         range(steps), delay=0 if progress else 3.0, desc=type(privatizer).__name__, leave=False)
-    # the samplers of the lab draw through batch_stream (Poisson: several steps at once)
-    stream = getattr(sampler, "batch_stream", None)
-    draws = stream(0, runs, gen, theta.device, theta.dtype) if stream is not None else None
+    # The batches, step by step: a Sampler's batch_stream (Poisson: several steps drawn at once); an
+    # object with only sample() (duck-typed) is drawn one step at a time.
+    if hasattr(sampler, "batch_stream"):
+        draws = sampler.batch_stream(0, runs, gen, theta.device, theta.dtype)
+    else:
+        draws = (sampler.sample(t, runs, gen, theta.device, theta.dtype) for t in range(steps))
     with torch.no_grad():
         for t in bar:
-            batch = next(draws) if draws is not None else sampler.sample(t, runs, gen, theta.device, theta.dtype)
+            batch = next(draws)
             direction, stats = privatizer(oracle, theta, batch, pstate, gen)
             theta = update.step(theta, direction, ustate, lr_at(t))
             if project is not None:
