@@ -226,7 +226,9 @@ class PoissonSampler(Sampler):
     def _draw(self, steps, runs, generator, device, dtype):
         """The batches of ``steps`` steps of ``runs`` runs, by one :func:`poisson_positions` call."""
         pos = poisson_positions(self.n, self.sample_rate, steps * runs, generator, device)  # n = "not a member"
-        counts = (pos < self.n).sum(1, dtype=torch.int32)
+        # Each row is sorted and padded with n: its count is where n would be inserted (searchsorted:
+        # O(R log K), against a compare-and-sum pass over [R, K] at a tenth of the draw's cost).
+        counts = torch.searchsorted(pos, pos.new_full((pos.shape[0], 1), self.n)).squeeze(1).to(torch.int32)
         sizes = counts.to(dtype)  # exact count, then cast (bf16 sums drift)
         pos, counts, sizes = pos.view(steps, runs, -1), counts.view(steps, runs), sizes.view(steps, runs)
         # The mask [R, n] is built only if an oracle asks for it (Batch.mask): GLP oracles gather rows.
@@ -258,15 +260,20 @@ def poisson_positions(n: int, q: float, runs: int, generator: torch.Generator, d
     -------
     LongTensor ``[runs, K]``: sorted member indices per run, padded with ``n``.
     """
-    log1mq = math.log1p(-q)
+    inv_log1mq = 1.0 / math.log1p(-q)
     k = _poisson_row_length(n, q)
+    # A gap is at most log(2^-53) / log(1 - q) < 37 / q: clamp the gaps to n only where their running
+    # sums could come near int64's range (q below ~1e-11), not at every draw.
+    clamp = -37.0 * inv_log1mq > 2.0 ** 40
     start = -1  # the position before the first gap; then each run's last position so far
     chunks = []
     while True:
         u = torch.rand((runs, k), generator=generator, device=device, dtype=torch.float64)
-        # 1 - u lies in (0, 1]; log of it / log(1-q) >= 0; its integer part (the conversion truncates,
-        # = floor for x >= 0) is the gap; +1 steps to the next member. In place; one kernel per step.
-        steps = u.neg_().log1p_().div_(log1mq).clamp_(max=n).to(torch.int64).add_(1)
+        # 1 - u (exact: u lies on the 2^-53 grid) lies in (0, 1]; its log / log(1-q) >= 0; its integer
+        # part (the conversion truncates, = floor for x >= 0) is the gap; +1 steps to the next member.
+        # rsub + log: half the time of neg_ + log1p_ on CPU; a multiply by 1/log(1-q): a third of a division.
+        g = torch.rsub(u, 1.0).log_().mul_(inv_log1mq)
+        steps = (g.clamp_(max=n) if clamp else g).to(torch.int64).add_(1)
         pos = steps.cumsum_(1).add_(start)
         chunks.append(pos)
         start = pos[:, -1:]
