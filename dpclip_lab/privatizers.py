@@ -28,6 +28,7 @@ import torch
 
 from ._validation import as_clip_norm, check_noise_std, check_nonnegative, check_open_unit, check_positive
 from .clipping import safe_norm
+from .sampling import gaussian
 
 __all__ = ["clip_scale", "normalize_scale", "GaussianPrivatizer", "ErrorFeedbackPrivatizer",
            "QuantilePrivatizer", "adjusted_noise_multiplier"]
@@ -73,7 +74,7 @@ def _fraction_clipped(sums, clip_norm, sizes):
 
 
 def _gauss(shape, generator, like):
-    return torch.randn(shape, generator=generator, device=like.device, dtype=like.dtype)
+    return gaussian(shape, generator, like.device, like.dtype)  # per seed with SeedGroups
 
 
 def _per_run(value, runs, like, name, allow_none=False):

@@ -25,6 +25,9 @@ largest realized size) and ``Batch.mask`` a Bernoulli mask ``[R, n]`` (built onl
 when an oracle asks for it). The training loop draws through
 :meth:`Sampler.batch_stream`, which the Poisson sampler fills several steps at a
 time (the same distribution: every step and run an independent subset).
+With :class:`SeedGroups` (``seed=range(k)`` in the algorithms), each seed draws the
+batches a single run with that seed would draw, and the runs ``s, s + k, …`` that
+hold it share them (:meth:`Batch.tile`; ``Batch.groups = k``).
 
 :func:`sampling_event` states the privacy of ``steps`` noisy steps under each
 scheme as an accountant event (see its docstring for the neighbouring relation
@@ -32,13 +35,16 @@ each one uses).
 """
 from __future__ import annotations
 
+import copy
 import math
+
 import torch
 
 from ._validation import check_int, check_nonnegative
 
 __all__ = ["Batch", "Sampler", "PoissonSampler", "ShuffleSampler", "WithReplacementSampler",
-           "FullBatchSampler", "make_sampler", "sampling_event", "events", "SAMPLING_SCHEMES", "poisson_positions"]
+           "FullBatchSampler", "make_sampler", "sampling_event", "events", "SAMPLING_SCHEMES", "poisson_positions",
+           "SeedGroups"]
 
 SAMPLING_SCHEMES = ("poisson", "shuffle", "with_replacement", "full")
 
@@ -70,18 +76,23 @@ class Batch:
         True when the batch is all ``n`` examples in order (``idx = arange(n)``).
     n : int or None
         Number of examples (the padding value of ``positions``).
+    groups : int or None
+        ``k`` when the runs share ``k`` batches (:class:`SeedGroups`): run ``r`` holds batch ``r % k``,
+        so rows ``0, …, k-1`` hold the ``k`` distinct ones (:meth:`tile`). None: one batch per run.
     """
 
-    __slots__ = ("idx", "_mask", "normalizer", "sizes", "full", "positions", "n", "dtype", "counts", "_padded")
+    __slots__ = ("idx", "_mask", "normalizer", "sizes", "full", "positions", "n", "dtype", "counts", "_padded",
+                 "groups")
 
     def __init__(self, idx, mask, normalizer, sizes, full=False, *, positions=None, n=None, dtype=None,
-                 counts=None):
+                 counts=None, groups=None):
         if positions is not None and (idx is not None or mask is not None):
             raise ValueError("a Batch has one of idx, mask or positions")
         if positions is not None and n is None:
             raise ValueError("Batch(positions=...) needs n (the padding value)")
         self.idx, self._mask, self.normalizer, self.sizes, self.full = idx, mask, normalizer, sizes, full
         self.positions, self.n, self.dtype, self.counts, self._padded = positions, n, dtype, counts, None
+        self.groups = groups
 
     @property
     def mask(self):
@@ -123,6 +134,27 @@ class Batch:
             self._padded = (pos, w)
         return self._padded
 
+    @staticmethod
+    def tile(batches: list, runs: int) -> "Batch":
+        """Lab utility: one batch of ``runs`` runs from ``k`` one-run batches: run ``r`` gets ``batches[r % k]``
+        (``runs`` a multiple of ``k``; the layout of :func:`dpclip_lab.algorithms.sweep_grid`)."""
+        b0, k = batches[0], len(batches)
+        sizes = tile_runs(torch.cat([b.sizes.reshape(1) for b in batches]), runs)
+        if b0.positions is not None:
+            K = max(b.positions.shape[1] for b in batches)
+            pos = torch.cat([b.positions if b.positions.shape[1] == K else torch.nn.functional.pad(
+                b.positions, (0, K - b.positions.shape[1]), value=b0.n) for b in batches])
+            counts = torch.cat([(b.positions < b.n).sum(1, dtype=torch.int32) if b.counts is None
+                                else b.counts.reshape(1) for b in batches])
+            return Batch(None, None, b0.normalizer, sizes, positions=tile_runs(pos, runs), n=b0.n, dtype=b0.dtype,
+                         counts=tile_runs(counts, runs), groups=k)
+        if b0.full:
+            return Batch(b0.idx, None, b0.normalizer, sizes, full=True, groups=k)
+        if b0._mask is not None:
+            return Batch(None, tile_runs(torch.cat([b._mask for b in batches]), runs), b0.normalizer, sizes, groups=k)
+        idx = torch.cat([b.idx.reshape(1, -1) for b in batches])
+        return Batch(tile_runs(idx, runs), None, b0.normalizer, sizes, groups=k)
+
     def padded(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Indices ``[R, m]`` (or shared ``[m]``) and 0/1 weights ``[R, m]`` (None if all ones).
 
@@ -145,6 +177,79 @@ class Batch:
         idx = order[:, :m]
         weight = torch.gather(self._mask, 1, idx)
         return idx, weight
+
+
+class SeedGroups:
+    """Lab utility: the random streams of a sweep whose runs share seeds.
+
+    ``SeedGroups(seeds)`` holds one ``torch.Generator`` per seed; run ``r`` of ``R`` draws from
+    ``generators[r % k]`` (``k = len(seeds)``, ``R`` a multiple of ``k``). Each seed's generator makes
+    the draws that a single run with that seed makes, in the same order, and the runs that share it
+    share them: the same batches and the same standard-normal noise directions. So run ``r`` of
+    ``dp_sgd(..., clip_norm=sweep_grid(Cs, k), seed=seeds)`` is the run
+    ``dp_sgd(..., clip_norm=Cs[r // k], seed=seeds[r % k])``, up to floating-point summation order —
+    what a loop over clip norms and seeds computes, with common random numbers across the clip norms.
+    """
+
+    def __init__(self, seeds, device=None):
+        seeds = list(seeds.tolist() if isinstance(seeds, torch.Tensor) else seeds)
+        if not seeds:
+            raise ValueError("seed: a sequence of seeds needs at least one seed, got an empty one")
+        self.seeds = [check_int(s, "seed") for s in seeds]
+        self.generators = [torch.Generator(device=device if device is not None else "cpu").manual_seed(s)
+                           for s in self.seeds]
+
+    def __len__(self) -> int:
+        return len(self.generators)
+
+    def __repr__(self) -> str:
+        return f"SeedGroups({self.seeds})"
+
+
+def tile_runs(t: torch.Tensor, runs: int) -> torch.Tensor:
+    """Lab utility: ``[k, ...]`` to ``[runs, ...]`` with row ``r`` equal to row ``r % k`` (the :class:`SeedGroups` layout)."""
+    k = t.shape[0]
+    return t if k == runs else t.repeat(runs // k, *([1] * (t.dim() - 1)))
+
+
+def gaussian(shape, generator, device, dtype, lengths=None) -> torch.Tensor:
+    """Lab utility: standard normals of ``shape`` (runs first) from ``generator``.
+
+    From :class:`SeedGroups`, each seed draws ``(1, *shape[1:])`` — what one run with that seed draws —
+    for all the runs that share it. ``lengths`` (``k`` ints, with seed groups only): seed ``s`` draws
+    ``(1, lengths[s], *shape[2:])`` and the rest of dimension 1 is zero — per-example noise on a padded
+    Poisson batch, where a single run would draw for its own members only.
+    """
+    if isinstance(generator, SeedGroups):
+        if lengths is None:
+            z = [torch.randn((1, *shape[1:]), generator=g, device=device, dtype=dtype) for g in generator.generators]
+        else:
+            z = [torch.nn.functional.pad(torch.randn((1, int(L), *shape[2:]), generator=g, device=device, dtype=dtype),
+                                         (0, 0) * (len(shape) - 2) + (0, shape[1] - int(L)))
+                 for g, L in zip(generator.generators, lengths)]
+        return tile_runs(torch.cat(z), shape[0])
+    return torch.randn(shape, generator=generator, device=device, dtype=dtype)
+
+
+def batch_stream(sampler, start: int, runs: int, generator, device, dtype=torch.float32):
+    """Lab utility: the batches of steps ``start, start + 1, …`` (an endless iterator) for the training loop.
+
+    A :class:`Sampler` draws through its :meth:`Sampler.batch_stream`; an object with only ``sample()``
+    one step at a time. With :class:`SeedGroups` each seed draws its own one-run stream — the batches a
+    single run with that seed sees — and the runs that share the seed share them (:meth:`Batch.tile`).
+    """
+    if isinstance(generator, SeedGroups):
+        # One copy of the sampler per seed: a sampler's state (the shuffle's permutation) belongs to one stream.
+        streams = [batch_stream(copy.copy(sampler), start, 1, g, device, dtype) for g in generator.generators]
+        while True:
+            yield Batch.tile([next(st) for st in streams], runs)
+    if hasattr(sampler, "batch_stream"):
+        yield from sampler.batch_stream(start, runs, generator, device, dtype)
+        return
+    t = start
+    while True:
+        yield sampler.sample(t, runs, generator, device, dtype)
+        t += 1
 
 
 class Sampler:

@@ -1328,6 +1328,28 @@ def test_samplers(scheme, b, runs, t, z, steps):
 
 
 @FAST
+@covers(S.SeedGroups)
+@given(seeds=st.lists(st.integers(0, 2 ** 40), min_size=1, max_size=4), reps=st.integers(1, 3),
+       scheme=st.sampled_from(SAMPLINGS), steps=st.integers(0, 4))
+def test_seed_groups(seeds, reps, scheme, steps):
+    g = S.SeedGroups(seeds)
+    assert len(g) == len(seeds) and all(isinstance(x, torch.Generator) for x in g.generators)
+    k = len(seeds)
+    Cs = torch.linspace(0.5, 2.0, reps, dtype=torch.float64)
+    kw = dict(n=NP, steps=steps, lr=0.1, noise_multiplier=1.0, sampling=scheme,
+              batch_size=None if scheme == "full" else 3)
+    res = _check_result(dl.dp_sgd(_glp(), torch.zeros(PP, dtype=torch.float64), clip_norm=alg.sweep_grid(Cs, k),
+                                  seed=g, **kw), runs=None if reps * k == 1 else reps * k, steps=steps)
+    again = dl.dp_sgd(_glp(), torch.zeros(PP, dtype=torch.float64), clip_norm=alg.sweep_grid(Cs, k), seed=seeds, **kw)
+    assert torch.equal(res.theta, again.theta)  # a sequence of seeds is the same streams, fresh
+    for bad in ([], [-1], [0.5], ["1"], [True]):
+        raises_naming(lambda: S.SeedGroups(bad), "seed")
+    raises_naming(lambda: dl.dp_sgd(_glp(), torch.zeros(PP, dtype=torch.float64),
+                                    clip_norm=torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64), seed=[0, 1], **kw),
+                  "seed")
+
+
+@FAST
 @covers(P.clip_scale, P.normalize_scale, P.GaussianPrivatizer, P.ErrorFeedbackPrivatizer, P.QuantilePrivatizer,
         P.adjusted_noise_multiplier)
 # count_noise_std below ~1e-154 overflows (2σ_b)⁻² to an OverflowError in privatizers.adjusted_noise_multiplier

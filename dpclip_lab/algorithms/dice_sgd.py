@@ -264,7 +264,9 @@ def dice_sgd(grad_fn, theta0, *, n, steps, lr, clip_norm, feedback_clip_norm, no
         records what clipping cut from the raw mean gradient.
     delta : float, optional
         δ used by :meth:`DiceSGDResult.dp_event` when called without one.
-    seed : int, optional
+    seed : int or sequence of ints, optional
+        Seed of the generator; a sequence of ``k`` seeds gives run ``r`` the stream of ``seed[r % k]``
+        (as in :func:`dpclip_lab.algorithms.dp_sgd`: the runs a loop over the seeds would make).
 
     Returns
     -------

@@ -42,7 +42,9 @@ def dp_gd(grad_fn, theta0, *, n, steps, lr, clip_norm, noise_multiplier, project
         which converges to a minimizer of the Huberized objective of Lemma 3.1.
     project : callable, optional
         ``Π_C`` (e.g. ``project_l2_ball(R)``); None means C = ℝ^p.
-    seed : int, optional
+    seed : int or sequence of ints, optional
+        Seed of the generator; a sequence of ``k`` seeds gives run ``r`` the stream of ``seed[r % k]``
+        (as in :func:`dpclip_lab.algorithms.dp_sgd`: the runs a loop over the seeds would make).
 
     Returns
     -------

@@ -77,8 +77,13 @@ def dp_sgd(grad_fn, theta0, *, n, steps, lr, clip_norm, noise_multiplier, batch_
         clipping, Bu et al. 2023, AUTO-S): ``C g_i / (‖g_i‖ + γ)``.
     stability : float
         γ of automatic clipping (0: exact normalization; a small γ such as 0.01 keeps tiny gradients small).
-    seed : int, optional
-        Seed of the ``torch.Generator`` (on theta0's device) for batches and noise.
+    seed : int or sequence of ints, optional
+        Seed of the ``torch.Generator`` (on theta0's device) for batches and noise. A sequence
+        of ``k`` seeds (e.g. ``range(16)``) gives run ``r`` the random stream of ``seed[r % k]``
+        (:class:`dpclip_lab.sampling.SeedGroups`): with ``clip_norm=sweep_grid(Cs, k)``, run
+        ``c k + s`` *is* the single run ``dp_sgd(..., clip_norm=Cs[c], seed=seed[s])`` (up to
+        floating-point summation order) — a loop's results in one batched call, with the same
+        batches and noise directions for every clip norm. With no other per-run input, ``k`` runs.
 
     Returns
     -------

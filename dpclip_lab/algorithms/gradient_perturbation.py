@@ -89,7 +89,9 @@ def dp_sgd_gradient_perturbation(grad_fn, theta0, *, n, steps, lr, epsilon, delt
         G — and so the noise — must not be read from the private rows.
     feature_bound, label_bound : float, optional
         Stated bounds on ``||x||`` (and ``|y|`` for regression) over the data domain.
-    seed : int, optional
+    seed : int or sequence of ints, optional
+        Seed of the generator; a sequence of ``k`` seeds gives run ``r`` the stream of ``seed[r % k]``
+        (as in :func:`dpclip_lab.algorithms.dp_sgd`: the runs a loop over the seeds would make).
 
     Returns
     -------

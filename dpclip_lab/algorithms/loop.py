@@ -16,7 +16,13 @@ package only choose the parts and build a :class:`DPResult`.
 Randomness comes only from ``seed``: a ``torch.Generator`` on θ_0's device. The
 same seed gives the same result. A batched run (R runs, seed s) draws all runs'
 noise from one stream, so its run r is *not* bitwise equal to a single run with
-seed s — statistically it is the same algorithm.
+seed s — statistically it is the same algorithm. A *sequence* of k seeds
+(:class:`dpclip_lab.sampling.SeedGroups`) gives each seed its own stream, shared by
+runs ``s, s + k, s + 2k, …``: each of those runs draws exactly what a single run with
+that seed draws, so a sweep ``clip_norm=sweep_grid(Cs, k), seed=range(k)`` returns the
+runs of the loop ``for C in Cs: for s in range(k): dp_sgd(..., clip_norm=C, seed=s)``,
+up to floating-point summation order. Runs that share a seed share their batches, which
+an oracle may exploit (the GLP oracle gathers each distinct batch once).
 """
 from __future__ import annotations
 
@@ -28,7 +34,7 @@ import os
 import torch
 
 from .._validation import as_clip_norm, check_finite_tensor, check_int
-from ..sampling import Sampler, sampling_event
+from ..sampling import Sampler, SeedGroups, batch_stream, sampling_event
 from .oracles import as_oracle
 from .updates import make_update
 
@@ -37,6 +43,10 @@ __all__ = ["run", "Trajectory", "DPResult", "make_generator", "sweep_grid"]
 
 def make_generator(seed, device) -> torch.Generator:
     """Lab utility: a ``torch.Generator`` on ``device`` seeded with ``seed`` (fresh entropy if None)."""
+    if isinstance(seed, (list, tuple, range, SeedGroups)) or getattr(seed, "ndim", 0) == 1:
+        raise TypeError(f"seed must be one integer here, got {seed!r}; a sequence of seeds (one random stream "
+                        "per seed, shared by runs) is taken by the iterative methods built on run() "
+                        "(dp_sgd, dp_gd, dice_sgd, ...)")
     gen = torch.Generator(device=device)
     if seed is None:
         gen.seed()
@@ -45,6 +55,25 @@ def make_generator(seed, device) -> torch.Generator:
     else:
         gen.manual_seed(check_int(seed, "seed"))
     return gen
+
+
+def _seed_groups(seed, device) -> SeedGroups | None:
+    """A :class:`SeedGroups` for a sequence of seeds (list, tuple, range, 1-D tensor or array); None otherwise."""
+    if isinstance(seed, SeedGroups):
+        return seed
+    if isinstance(seed, (list, tuple, range)) or (hasattr(seed, "ndim") and getattr(seed, "ndim") == 1):
+        return SeedGroups(seed, device)
+    return None
+
+
+def _grouped_runs(runs: int, k: int, theta0) -> int:
+    """The number of runs with ``k`` seeds: R from the other inputs (a multiple of k), or k when they give one run."""
+    if runs == 1 and (theta0.dim() == 1 or theta0.shape[0] == 1):
+        return k
+    if runs % k:
+        raise ValueError(f"seed: with {k} seeds the number of runs must be a multiple of {k} (run r uses "
+                         f"seed[r % {k}], the layout of sweep_grid(clip_norms, {k})); the other inputs give {runs} runs")
+    return runs
 
 
 def sweep_grid(clip_norms, n_seeds: int, *, dtype=torch.float64, device=None) -> torch.Tensor:
@@ -72,7 +101,7 @@ class Trajectory:
     average: torch.Tensor | None            # [R, p]: (1/T) Σ_{t=1}^T θ_t
     iterates: torch.Tensor | None           # [R, T+1, p]
     history: dict[str, torch.Tensor]        # name -> [R, T]
-    generator: torch.Generator
+    generator: torch.Generator | SeedGroups
     runs: int
 
 
@@ -167,12 +196,15 @@ def run(grad_fn, theta0: torch.Tensor, *, steps: int, lr, sampler: Sampler, priv
         raise ValueError(f"theta0 must have last dimension p = {oracle.p} (the problem's features), "
                          f"got shape {tuple(theta0.shape)}")
     runs = _runs_of(theta0, privatizer, lr)
+    groups = _seed_groups(seed, theta0.device)
+    if groups is not None:
+        runs = _grouped_runs(runs, len(groups), theta0)
     theta = theta0.detach().clone() if theta0.dim() == 2 else theta0.detach().unsqueeze(0)
     if theta.shape[0] != runs:
         if theta.shape[0] != 1:
             raise ValueError(f"theta0 has {theta.shape[0]} runs but other inputs have {runs}")
         theta = theta.expand(runs, p).clone()
-    gen = make_generator(seed, theta.device)
+    gen = make_generator(seed, theta.device) if groups is None else groups
     lr_at = _lr_fn(lr, runs, theta)
     update = make_update(update)
     pstate = privatizer.init_state(runs, p, theta)
@@ -192,11 +224,8 @@ def run(grad_fn, theta0: torch.Tensor, *, steps: int, lr, sampler: Sampler, priv
     bar = range(steps) if (progress is False) or quiet else tqdm(
         range(steps), delay=0 if progress else 3.0, desc=type(privatizer).__name__, leave=False)
     # The batches, step by step: a Sampler's batch_stream (Poisson: several steps drawn at once); an
-    # object with only sample() (duck-typed) is drawn one step at a time.
-    if hasattr(sampler, "batch_stream"):
-        draws = sampler.batch_stream(0, runs, gen, theta.device, theta.dtype)
-    else:
-        draws = (sampler.sample(t, runs, gen, theta.device, theta.dtype) for t in range(steps))
+    # object with only sample() (duck-typed) is drawn one step at a time; seed groups draw per seed.
+    draws = batch_stream(sampler, 0, runs, gen, theta.device, theta.dtype)
     with torch.no_grad():
         for t in bar:
             batch = next(draws)

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 
 from .._validation import check_finite_tensor
 from ..clipping import safe_norm
+from ..sampling import SeedGroups, gaussian
 
 __all__ = ["Sums", "CallableOracle", "GLPOracle", "as_oracle"]
 
@@ -141,6 +142,8 @@ class GLPOracle:
                                         need_raw, generator)
         g = self._gathered(batch)
         if g is not None:
+            if batch.groups is not None and batch.groups < theta.shape[0]:
+                return self._reduce_grouped(theta, batch, g[1], scale, need_raw)
             return self._reduce_gathered(theta, *g, scale, need_raw)
         X, y, fnorm, w, gathered = self._rows(batch)
         z = torch.einsum("rmp,rp->rm", X, theta) if gathered else theta @ X.T
@@ -191,6 +194,37 @@ class GLPOracle:
         return Sums(scaled, raw, norms, w)
 
 
+    def _reduce_grouped(self, theta, batch, w, scale, need_raw) -> Sums:
+        # Runs that share a batch (SeedGroups: run r holds batch r % k): gather the k distinct batches'
+        # rows once, and each batch's margins and sums for its R/k runs are one matrix product,
+        # [R/k, p] x [p, m] — instead of R gathers of m rows and R vector products.
+        Xp, yp, fp = self._pad()
+        k = batch.groups
+        R, p = theta.shape
+        J = R // k
+        idx = batch.members()[0][:k]                                                # [k, m]; runs r, r + k, ... share row r
+        m = idx.shape[1]
+        if m == 0:
+            zero = theta.new_zeros(theta.shape)
+            return Sums(zero, zero.clone() if need_raw else None, theta.new_zeros((R, 0)), w)
+        flat = idx.reshape(-1)
+        Xg = Xp.index_select(0, flat).view(k, m, p)
+        # theta viewed [J, k, p] (run r = j k + s); group s's runs: theta[:, s], as one batch of k products
+        z = torch.bmm(theta.view(J, k, p).transpose(0, 1), Xg.transpose(1, 2))      # [k, J, m]
+        z = z.transpose(0, 1).contiguous().view(R, m)                               # run order
+        coef = self.loss.derivative(z.view(J, k, m), yp.index_select(0, flat).view(1, k, m)).view(R, m)
+        norms = coef.abs().view(J, k, m).mul_(fp.index_select(0, flat).view(1, k, m)).view(R, m)
+        sc = coef if scale is None else scale(norms).mul_(coef)
+
+        def wsum(c):  # Σ_i c_ri x_i for every run: [J, k, m] -> k products [J, m] x [m, p]
+            return torch.bmm(c.view(J, k, m).transpose(0, 1), Xg).transpose(0, 1).reshape(R, p)
+
+        scaled = wsum(sc)
+        raw = wsum(coef) if need_raw else None
+        _check_finite(scaled, "loss derivative")
+        return Sums(scaled, raw, norms, w)
+
+
 class CallableOracle:
     """Lab utility: generic per-example gradient oracle ``grad_fn(theta, idx)``.
 
@@ -236,7 +270,11 @@ def _materialized_reduce(G, w, scale, pre_clip_std, need_raw, generator) -> Sums
         k = pre_clip_std
         if isinstance(k, torch.Tensor):
             k = k.to(device=G.device, dtype=G.dtype).reshape(-1, *([1] * (G.dim() - 1)))
-        G = G + k * torch.randn(G.shape, generator=generator, device=G.device, dtype=G.dtype)
+        # Seed groups on padded batches: each seed draws for its own members only, as one run with it would.
+        lengths = None
+        if isinstance(generator, SeedGroups) and w is not None:
+            lengths = w[:len(generator)].sum(1).tolist()
+        G = G + k * gaussian(G.shape, generator, G.device, G.dtype, lengths)
     norms = safe_norm(G)  # overflow-safe: a norm past the dtype's max would otherwise silently zero the example
     if not bool(torch.isfinite(norms).all()) and bool(torch.isfinite(G).all()):
         raise ValueError(f"a per-example gradient norm exceeds the range of {G.dtype} (max "
