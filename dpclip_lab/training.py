@@ -22,7 +22,7 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from ._validation import check_int, check_nonnegative
 from .algorithms.adaptive_clipping import default_count_noise_std
 from .algorithms.dice_sgd import DiceSGDResult
-from .algorithms.loop import DPResult, finish, run
+from .algorithms.loop import DPResult, finish, is_seed_sequence, run
 from .per_sample import BatchStats, _per_sample_grads, check_module_inputs, count_correct, per_sample_grads
 from .privatizers import ErrorFeedbackPrivatizer, GaussianPrivatizer, QuantilePrivatizer
 from .sampling import make_sampler
@@ -217,6 +217,8 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
             raise TypeError("monitor must be a tuple (inputs, targets)")
         check_module_inputs(model, *monitor)
     log_every = check_int(log_every, "log_every", minimum=1)
+    if is_seed_sequence(seed):  # one model is one run; dp_sgd(..., seed=range(k)) batches runs over seeds
+        raise TypeError(f"seed must be one integer for train (it trains one model), got {seed!r}")
     sampler = make_sampler(sampling, n, batch_size)
     if not isinstance(normalize, (bool, int)) or isinstance(normalize, float):
         raise TypeError(f"normalize must be True or False, got {normalize!r}")

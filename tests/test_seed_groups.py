@@ -162,6 +162,14 @@ def test_methods_with_one_stream_reject_a_seed_sequence_clearly():
             make_generator(seeds, "cpu")
 
 
+def test_train_takes_one_seed():
+    model = torch.nn.Linear(4, 3)
+    X, y = torch.randn(32, 4), torch.randint(0, 3, (32,))
+    with pytest.raises(TypeError, match="seed must be one integer for train"):
+        dl.train(model, torch.nn.functional.cross_entropy, X, y, steps=2, lr=0.1, clip_norm=1.0,
+                 noise_multiplier=1.0, batch_size=8, seed=[0, 1])
+
+
 def test_tile_pads_unequal_widths_and_keeps_the_run_layout():
     n = 50
     b1 = Batch(None, None, 5.0, torch.tensor([2.0]), positions=torch.tensor([[3, 9, 50]]), n=n)

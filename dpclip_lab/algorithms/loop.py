@@ -43,7 +43,7 @@ __all__ = ["run", "Trajectory", "DPResult", "make_generator", "sweep_grid"]
 
 def make_generator(seed, device) -> torch.Generator:
     """Lab utility: a ``torch.Generator`` on ``device`` seeded with ``seed`` (fresh entropy if None)."""
-    if isinstance(seed, (list, tuple, range, SeedGroups)) or getattr(seed, "ndim", 0) == 1:
+    if is_seed_sequence(seed):
         raise TypeError(f"seed must be one integer here, got {seed!r}; a sequence of seeds (one random stream "
                         "per seed, shared by runs) is taken by the iterative methods built on run() "
                         "(dp_sgd, dp_gd, dice_sgd, ...)")
@@ -57,13 +57,16 @@ def make_generator(seed, device) -> torch.Generator:
     return gen
 
 
+def is_seed_sequence(seed) -> bool:
+    """Lab utility: True for several seeds (a list, tuple, range, 1-D tensor or array, or a :class:`SeedGroups`)."""
+    return isinstance(seed, (list, tuple, range, SeedGroups)) or getattr(seed, "ndim", 0) == 1
+
+
 def _seed_groups(seed, device) -> SeedGroups | None:
-    """A :class:`SeedGroups` for a sequence of seeds (list, tuple, range, 1-D tensor or array); None otherwise."""
+    """A :class:`SeedGroups` for a sequence of seeds; None for one seed (or None)."""
     if isinstance(seed, SeedGroups):
         return seed
-    if isinstance(seed, (list, tuple, range)) or (hasattr(seed, "ndim") and getattr(seed, "ndim") == 1):
-        return SeedGroups(seed, device)
-    return None
+    return SeedGroups(seed, device) if is_seed_sequence(seed) else None
 
 
 def _grouped_runs(runs: int, k: int, theta0) -> int:
@@ -80,7 +83,9 @@ def sweep_grid(clip_norms, n_seeds: int, *, dtype=torch.float64, device=None) ->
     """Lab utility: clip norms for a batched sweep: each of ``clip_norms`` repeated ``n_seeds`` times.
 
     ``dp_sgd(..., clip_norm=sweep_grid(Cs, 16))`` runs ``len(Cs) × 16`` runs as one
-    tensor program; reshape results as ``[len(Cs), 16, ...]``.
+    tensor program; reshape results as ``[len(Cs), 16, ...]``. Add ``seed=range(16)`` and
+    run ``16 c + s`` is the single run with clip norm ``Cs[c]`` and seed ``s`` (the runs of
+    one seed share batches and noise: :class:`dpclip_lab.sampling.SeedGroups`).
     """
     k = check_int(n_seeds, "n_seeds", minimum=1)
     if clip_norms is None or isinstance(clip_norms, (str, bytes)):
