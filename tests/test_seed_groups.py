@@ -48,9 +48,10 @@ def _dp_sgd(prob, z, C, seed, **kw):
     return dp_sgd(prob, z, clip_norm=C, seed=seed, n=prob.n, steps=30, lr=0.3, noise_multiplier=1.0, **kw)
 
 
-@pytest.mark.parametrize("sampling", ["poisson", "shuffle", "with_replacement", "full"])
-def test_grouped_sweep_equals_the_loop_for_every_sampling_scheme(sampling):
-    b = None if sampling == "full" else 40
+@pytest.mark.parametrize("sampling,b", [("poisson", 40), ("poisson", 400), ("shuffle", 40), ("shuffle", 150),
+                                        ("with_replacement", 40), ("full", None)])
+def test_grouped_sweep_equals_the_loop_for_every_sampling_scheme(sampling, b):
+    # Poisson at q = 1 is a mask batch; a shuffle with b not dividing n has a short last batch
     _assert_sweep_is_loop(_dp_sgd, _glp(), 1e-12, sampling=sampling, batch_size=b)
 
 
@@ -192,3 +193,18 @@ def test_gaussian_draws_per_seed_what_one_run_draws():
         for r in (s, s + 2, s + 4):
             assert torch.equal(z[r, :L], ref) and not z[r, L:].any()
     assert torch.equal(tile_runs(torch.arange(2), 6), torch.tensor([0, 1, 0, 1, 0, 1]))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_grouped_sweep_equals_the_loop_on_cuda():
+    cpu = _glp()
+    prob = dl.GLProblem(cpu.X.cuda(), cpu.y.cuda(), cpu.loss)
+    k = len(SEEDS)
+    z = torch.zeros(prob.p, dtype=torch.float64, device="cuda")
+    kw = dict(n=prob.n, steps=30, lr=0.3, noise_multiplier=1.0, batch_size=40)
+    res = dp_sgd(prob, z, clip_norm=sweep_grid(CS, k, device="cuda"), seed=list(SEEDS), **kw)
+    assert res.theta.device.type == "cuda"
+    for c, C in enumerate(CS):
+        for s, seed in enumerate(SEEDS):
+            one = dp_sgd(prob, z, clip_norm=C, seed=seed, **kw)
+            torch.testing.assert_close(res.theta[c * k + s], one.theta, rtol=1e-10, atol=1e-10)
