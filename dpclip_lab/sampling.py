@@ -127,7 +127,7 @@ class Batch:
                 lo = m = int(counts[0])
             else:
                 lo, m = (int(v) for v in torch.aminmax(counts))  # one synchronization
-            pos = self.positions[:, :m]
+            pos = self.positions[:, :m].contiguous()  # one copy here, not one in each consumer (reshape, embedding_bag)
             w = None
             if lo < m:
                 w = (pos < self.n).to(self.dtype if self.dtype is not None else torch.get_default_dtype())
