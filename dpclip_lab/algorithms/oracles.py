@@ -142,9 +142,13 @@ class GLPOracle:
                                         need_raw, generator)
         g = self._gathered(batch)
         if g is not None:
+            idx, w = g
+            if idx.shape[1] == 0:  # no run has a member
+                zero = theta.new_zeros(theta.shape)
+                return Sums(zero, zero.clone() if need_raw else None, theta.new_zeros(idx.shape), w)
             if batch.groups is not None and batch.groups < theta.shape[0]:
-                return self._reduce_grouped(theta, batch, g[1], scale, need_raw)
-            return self._reduce_gathered(theta, *g, scale, need_raw)
+                return self._reduce_grouped(theta, idx[:batch.groups], w, scale, need_raw)
+            return self._reduce_gathered(theta, idx, w, scale, need_raw)
         X, y, fnorm, w, gathered = self._rows(batch)
         z = torch.einsum("rmp,rp->rm", X, theta) if gathered else theta @ X.T
         coef = self.loss.derivative(z, y)
@@ -165,11 +169,8 @@ class GLPOracle:
     def _reduce_gathered(self, theta, idx, w, scale, need_raw) -> Sums:
         # Padding slots index the zero row n: z = 0, feature norm 0, so norm 0 (never "clipped")
         # and no contribution to any sum, whatever the loss derivative there.
-        Xp, yp, fp = self._pad()
+        Xp = self._pad()[0]
         R, m = idx.shape
-        if m == 0:
-            zero = theta.new_zeros(theta.shape)
-            return Sums(zero, zero.clone() if need_raw else None, theta.new_zeros((R, 0)), w)
         flat = idx.reshape(-1)
         Xg = None
         if self.n + 1 <= self.DENSE_MARGINS_MAX_RATIO * m:
@@ -179,9 +180,7 @@ class GLPOracle:
         else:
             Xg = Xp.index_select(0, flat).view(R, m, self.p)
             z = torch.bmm(theta.unsqueeze(1), Xg.transpose(1, 2)).squeeze(1)      # [R, m]
-        coef = self.loss.derivative(z, yp.index_select(0, flat).view(R, m))      # (index_select: 3x faster than yp[idx])
-        norms = coef.abs().mul_(fp.index_select(0, flat).view(R, m))
-        sc = coef if scale is None else scale(norms).mul_(coef)
+        coef, norms, sc = self._member_coefs(z, flat, (R, m), scale)
         if Xg is None:
             # Fused gather + weighted sum over each run's members (Σ_i sc_i x_i): no [R, m, p] tensor.
             scaled = F.embedding_bag(idx, Xp, per_sample_weights=sc, mode="sum")
@@ -193,28 +192,29 @@ class GLPOracle:
         _check_finite(scaled, "loss derivative")
         return Sums(scaled, raw, norms, w)
 
+    def _member_coefs(self, z, flat, rows, scale):
+        """Loss derivatives, norms and rescaled derivatives ``[R, m]`` of the members at margins ``z``;
+        their labels and feature norms (rows ``flat`` of the padded data) viewed as ``rows`` broadcast to z."""
+        _, yp, fp = self._pad()
+        m = z.shape[-1]
+        coef = self.loss.derivative(z, yp.index_select(0, flat).view(rows))       # (index_select: 3x faster than yp[idx])
+        norms = coef.abs().mul_(fp.index_select(0, flat).view(rows))
+        coef, norms = coef.view(-1, m), norms.view(-1, m)
+        return coef, norms, (coef if scale is None else scale(norms).mul_(coef))
 
-    def _reduce_grouped(self, theta, batch, w, scale, need_raw) -> Sums:
-        # Runs that share a batch (SeedGroups: run r holds batch r % k): gather the k distinct batches'
-        # rows once, and each batch's margins and sums for its R/k runs are one matrix product,
-        # [R/k, p] x [p, m] — instead of R gathers of m rows and R vector products.
-        Xp, yp, fp = self._pad()
-        k = batch.groups
+    def _reduce_grouped(self, theta, idx, w, scale, need_raw) -> Sums:
+        # Runs that share a batch (SeedGroups: run r holds batch r % k, idx [k, m] the k distinct ones):
+        # gather their rows once, and each batch's margins and sums for its R/k runs are one matrix
+        # product, [R/k, p] x [p, m] — instead of R gathers of m rows and R vector products.
+        k, m = idx.shape
         R, p = theta.shape
         J = R // k
-        idx = batch.members()[0][:k]                                                # [k, m]; runs r, r + k, ... share row r
-        m = idx.shape[1]
-        if m == 0:
-            zero = theta.new_zeros(theta.shape)
-            return Sums(zero, zero.clone() if need_raw else None, theta.new_zeros((R, 0)), w)
         flat = idx.reshape(-1)
-        Xg = Xp.index_select(0, flat).view(k, m, p)
+        Xg = self._pad()[0].index_select(0, flat).view(k, m, p)
         # theta viewed [J, k, p] (run r = j k + s); group s's runs: theta[:, s], as one batch of k products
         z = torch.bmm(theta.view(J, k, p).transpose(0, 1), Xg.transpose(1, 2))      # [k, J, m]
-        z = z.transpose(0, 1).contiguous().view(R, m)                               # run order
-        coef = self.loss.derivative(z.view(J, k, m), yp.index_select(0, flat).view(1, k, m)).view(R, m)
-        norms = coef.abs().view(J, k, m).mul_(fp.index_select(0, flat).view(1, k, m)).view(R, m)
-        sc = coef if scale is None else scale(norms).mul_(coef)
+        z = z.transpose(0, 1).contiguous()                                          # [J, k, m]: run order
+        coef, norms, sc = self._member_coefs(z, flat, (1, k, m), scale)
 
         def wsum(c):  # Σ_i c_ri x_i for every run: [J, k, m] -> k products [J, m] x [m, p]
             return torch.bmm(c.view(J, k, m).transpose(0, 1), Xg).transpose(0, 1).reshape(R, p)
