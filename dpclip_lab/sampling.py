@@ -119,9 +119,7 @@ class Batch:
         realized size) and 0/1 weights in ``dtype`` (None when no slot is padding); needs ``positions``."""
         if self._padded is None:
             # Count in integers: ``sizes`` is in the run's dtype (inexact above 256 in bfloat16).
-            counts = self.counts
-            if counts is None:
-                counts = (self.positions < self.n).sum(1, dtype=torch.int32)
+            counts = self.counts if self.counts is not None else _member_counts(self.positions, self.n)
             R = counts.shape[0]
             if R == 1:
                 lo = m = int(counts[0])
@@ -144,8 +142,8 @@ class Batch:
             K = max(b.positions.shape[1] for b in batches)
             pos = torch.cat([b.positions if b.positions.shape[1] == K else torch.nn.functional.pad(
                 b.positions, (0, K - b.positions.shape[1]), value=b0.n) for b in batches])
-            counts = torch.cat([(b.positions < b.n).sum(1, dtype=torch.int32) if b.counts is None
-                                else b.counts.reshape(1) for b in batches])
+            counts = torch.cat([(b.counts if b.counts is not None else _member_counts(b.positions, b.n)).reshape(1)
+                                for b in batches])
             return Batch(None, None, b0.normalizer, sizes, positions=tile_runs(pos, runs), n=b0.n, dtype=b0.dtype,
                          counts=tile_runs(counts, runs), groups=k)
         if b0.full:
@@ -331,14 +329,18 @@ class PoissonSampler(Sampler):
     def _draw(self, steps, runs, generator, device, dtype):
         """The batches of ``steps`` steps of ``runs`` runs, by one :func:`poisson_positions` call."""
         pos = poisson_positions(self.n, self.sample_rate, steps * runs, generator, device)  # n = "not a member"
-        # Each row is sorted and padded with n: its count is where n would be inserted (searchsorted:
-        # O(R log K), against a compare-and-sum pass over [R, K] at a tenth of the draw's cost).
-        counts = torch.searchsorted(pos, pos.new_full((pos.shape[0], 1), self.n)).squeeze(1).to(torch.int32)
+        counts = _member_counts(pos, self.n)
         sizes = counts.to(dtype)  # exact count, then cast (bf16 sums drift)
         pos, counts, sizes = pos.view(steps, runs, -1), counts.view(steps, runs), sizes.view(steps, runs)
         # The mask [R, n] is built only if an oracle asks for it (Batch.mask): GLP oracles gather rows.
         return [Batch(None, None, float(self.batch_size), sizes[i], positions=pos[i], n=self.n, dtype=dtype,
                       counts=counts[i]) for i in range(steps)]
+
+
+def _member_counts(positions: torch.Tensor, n: int) -> torch.Tensor:
+    """Members per row (int32) of sorted positions ``[R, K]`` padded with ``n``: where ``n`` would be inserted
+    (searchsorted: O(R log K), against a compare-and-sum pass over [R, K] at a tenth of the draw's cost)."""
+    return torch.searchsorted(positions, positions.new_full((positions.shape[0], 1), n)).squeeze(1).to(torch.int32)
 
 
 def _poisson_row_length(n: int, q: float) -> int:
