@@ -206,7 +206,16 @@ class ErrorFeedbackPrivatizer(GaussianPrivatizer):
         fb = _scale_fn(C2, self.normalize, self.stability)(e_norm)  # [R, 1]
         v = sums.scaled / b + fb * e
         state["error"] = e = e + sums.raw / b - v
-        state["error_norm"] = safe_norm(e).unsqueeze(-1)
+        try:
+            state["error_norm"] = safe_norm(e).unsqueeze(-1)
+        except ValueError:  # NaN in e: the oracle's sums were finite, so e itself ran out of range
+            raise ValueError(
+                f"DiceSGD's error state e (Zhang et al. 2024, Alg. 2 line 7: e <- e + mean raw gradient - v) "
+                f"is no longer finite in {e.dtype}: it accumulates the *unclipped* per-example gradients, "
+                f"whose mean this step has norm {float(safe_norm(sums.raw / b).max()):.3g}, and overflowed. "
+                + ("Use float64, " if e.dtype != torch.float64 else "Use ")
+                + "smaller gradients (rescale the loss or the inputs), or a smaller learning rate if the run "
+                "diverges") from None
         out = v
         noise = self.noise_on_sum(C1, batch, v.shape, generator, v)
         if noise is not None:
@@ -231,6 +240,19 @@ def adjusted_noise_multiplier(noise_multiplier: float, count_noise_std: float) -
         raise ValueError(f"count_noise_std must exceed noise_multiplier / 2 = {z / 2:g} so that the "
                          f"gradient keeps some noise budget (Andrew et al. 2021, Thm 1); got {count_noise_std!r}")
     return inv ** -0.5
+
+
+def _check_adaptive_clip_norm(C: torch.Tensor, privatizer) -> None:
+    """Raise naming the geometric update when adaptive clipping's C has left (0, inf) (under- or overflow)."""
+    bad = ~(torch.isfinite(C) & (C > 0))
+    if bool(bad.any()):
+        value = float(C[bad].reshape(-1)[0])
+        raise ValueError(
+            f"adaptive clipping's clip norm C is {value:g} in {C.dtype}: the geometric update "
+            f"C <- C exp(-clip_lr (b - target_quantile)) (Andrew et al. 2021, Alg. 1) with clip_lr = "
+            f"{privatizer.clip_lr:g} and target_quantile = {privatizer.target_quantile:g} drove it out of the "
+            "dtype's range (every gradient stayed on one side of C for many steps). Use a smaller clip_lr, "
+            "a target_quantile inside (0, 1) nearer 0.5, an initial clip norm nearer the gradient norms, or fewer steps")
 
 
 class QuantilePrivatizer(GaussianPrivatizer):
@@ -265,7 +287,11 @@ class QuantilePrivatizer(GaussianPrivatizer):
 
     def __call__(self, oracle, theta, batch, state, generator):
         C = state["clip_norm"]
-        sums = oracle.reduce(theta, batch, _scale_fn(C, False, 0.0), generator=generator)
+        try:
+            sums = oracle.reduce(theta, batch, _scale_fn(C, False, 0.0), generator=generator)
+        except ValueError:
+            _check_adaptive_clip_norm(C, self)  # an out-of-range C is the cause: say so
+            raise
         total = sums.scaled
         if self.gradient_noise_multiplier:
             total = total + (self.gradient_noise_multiplier * C).unsqueeze(-1) * _gauss(total.shape, generator, total)

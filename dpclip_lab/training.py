@@ -20,14 +20,17 @@ from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from ._validation import check_int, check_nonnegative
-from .algorithms.adaptive_clipping import default_count_noise_std
-from .algorithms.dice_sgd import DiceSGDResult
-from .algorithms.loop import DPResult, finish, is_seed_sequence, run
+from .algorithms.adaptive_clipping import dp_sgd_adaptive_clipping
+from .algorithms.dice_sgd import dice_sgd
+from .algorithms.dp_sgd import dp_sgd
+from .algorithms.loop import DPResult, is_seed_sequence
 from .per_sample import BatchStats, _per_sample_grads, check_module_inputs, count_correct, per_sample_grads
-from .privatizers import ErrorFeedbackPrivatizer, GaussianPrivatizer, QuantilePrivatizer
 from .sampling import make_sampler
 
-__all__ = ["train", "module_grad_fn", "evaluate"]
+__all__ = ["train", "module_grad_fn", "evaluate", "METHODS"]
+
+#: The methods of :func:`train`, each run by its algorithm's own function (same result type and event).
+METHODS = ("dp_sgd", "dice_sgd", "adaptive")
 
 
 def _trainable(model: nn.Module):
@@ -203,10 +206,13 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
 
     Returns
     -------
-    DPResult (DiceSGDResult for DiceSGD) with ``theta`` the flat parameters,
-    ``iterates=None``, ``history["fraction_clipped"]`` and ``history["batch_size"]``
-    per step, and ``extra["log"]``: a dict of lists ``step``, ``loss``, ``accuracy``,
-    ``fraction_clipped`` (at the logged step) — see ``monitor``.
+    DPResult, DiceSGDResult or AdaptiveClippingResult
+        What :func:`dpclip_lab.algorithms.dp_sgd`, :func:`~dpclip_lab.algorithms.dice_sgd` or
+        :func:`~dpclip_lab.algorithms.dp_sgd_adaptive_clipping` returns for the same inputs
+        (``train`` runs them), with that algorithm's own privacy record and ``dp_event()``.
+        ``theta`` is the flat parameters, ``iterates=None``, ``history["fraction_clipped"]``
+        and ``history["batch_size"]`` per step, and ``extra["log"]``: a dict of lists ``step``,
+        ``loss``, ``accuracy``, ``fraction_clipped`` (at the logged step) — see ``monitor``.
     """
     check_module_inputs(model, inputs, targets)   # tensors, same non-zero n, no BatchNorm, dtypes
     n = check_int(inputs.shape[0], "n", minimum=1)
@@ -219,7 +225,7 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
     log_every = check_int(log_every, "log_every", minimum=1)
     if is_seed_sequence(seed):  # one model is one run; dp_sgd(..., seed=range(k)) batches runs over seeds
         raise TypeError(f"seed must be one integer for train (it trains one model), got {seed!r}")
-    sampler = make_sampler(sampling, n, batch_size)
+    make_sampler(sampling, n, batch_size)  # the scheme and batch size, checked before the model is touched
     if not isinstance(normalize, (bool, int)) or isinstance(normalize, float):
         raise TypeError(f"normalize must be True or False, got {normalize!r}")
     normalize = bool(normalize)
@@ -228,24 +234,13 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
         raise ValueError(f"stability (γ of automatic clipping) needs normalize=True, got stability={stability!r}")
     if normalize and clip_norm is None:
         raise ValueError("normalize=True needs a clip_norm C (the norm every per-example gradient is rescaled to)")
-    if method == "dp_sgd":
-        privatizer = GaussianPrivatizer(clip_norm, noise_multiplier, pre_clip_std=pre_clip_std,
-                                        normalize=normalize, stability=stability)
-    elif method == "dice_sgd":
-        if feedback_clip_norm is None:
-            raise ValueError("method='dice_sgd' needs feedback_clip_norm (C2 >= clip_norm)")
-        privatizer = ErrorFeedbackPrivatizer(clip_norm, feedback_clip_norm, noise_multiplier, normalize=normalize,
-                                             stability=stability)
-    elif method == "adaptive":
-        if normalize:
-            raise ValueError("normalize=True cannot be combined with method='adaptive': every normalized gradient "
-                             "has norm C, so there is no quantile of norms to track; use method='dp_sgd'")
-        if count_noise_std is None:
-            count_noise_std = default_count_noise_std(sampler.batch_size, noise_multiplier)
-        privatizer = QuantilePrivatizer(clip_norm, noise_multiplier, target_quantile=target_quantile,
-                                        clip_lr=clip_lr, count_noise_std=count_noise_std)
-    else:
-        raise ValueError(f"method must be 'dp_sgd', 'dice_sgd' or 'adaptive', got {method!r}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if method == "dice_sgd" and feedback_clip_norm is None:
+        raise ValueError("method='dice_sgd' needs feedback_clip_norm (C2 >= clip_norm)")
+    if method == "adaptive" and normalize:
+        raise ValueError("normalize=True cannot be combined with method='adaptive': every normalized gradient "
+                         "has norm C, so there is no quantile of norms to track; use method='dp_sgd'")
 
     params = _trainable(model)
     theta0 = parameters_to_vector(params).detach().clone()
@@ -270,23 +265,31 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
             log["loss"].append(loss)
             log["accuracy"].append(acc)
 
+    # The algorithm's own function runs the loop and builds the result: the same result type, privacy
+    # record and event as a call to dp_sgd / dice_sgd / dp_sgd_adaptive_clipping (never a second copy).
+    common = dict(n=n, steps=steps, lr=lr, noise_multiplier=noise_multiplier, batch_size=batch_size,
+                  sampling=sampling, optimizer=optimizer, seed=seed, keep_iterates=False, progress=progress,
+                  callback=callback)
     try:
-        traj = run(grad_fn, theta0, steps=steps, lr=lr, sampler=sampler, privatizer=privatizer, update=optimizer,
-                   seed=seed, keep_iterates=False, progress=progress, callback=callback)
+        if method == "dp_sgd":
+            result = dp_sgd(grad_fn, theta0, clip_norm=clip_norm, pre_clip_std=pre_clip_std, normalize=normalize,
+                            stability=stability, **common)
+        elif method == "dice_sgd":
+            result = dice_sgd(grad_fn, theta0, clip_norm=clip_norm, feedback_clip_norm=feedback_clip_norm,
+                              normalize=normalize, stability=stability, **common)
+        else:
+            result = dp_sgd_adaptive_clipping(grad_fn, theta0, initial_clip_norm=clip_norm,
+                                              target_quantile=target_quantile, clip_lr=clip_lr,
+                                              count_noise_std=count_noise_std, **common)
     finally:
         grad_fn.close()  # the layer plan's forward hooks come off the model
     log["step"] = [t for t in range(1, steps + 1) if t % log_every == 0 or t == steps]
-    frac = traj.history.get("fraction_clipped")
-    log["fraction_clipped"] = [] if frac is None else frac[0, [t - 1 for t in log["step"]]].tolist()
+    frac = result.history.get("fraction_clipped")
+    log["fraction_clipped"] = [] if frac is None else frac[[t - 1 for t in log["step"]]].tolist()
     if monitor is None:
         log["loss"], log["accuracy"] = _window_means(batches, correct, log["step"])
     with torch.no_grad():  # a copy: the model's parameters do not alias the released θ
-        grad_fn.load(traj.last[0])
-    common = dict(release="last", sampling=sampling, sample_rate=sampler.sample_rate,
-                  noise_multiplier=privatizer.noise_multiplier, steps=steps, batch_size=sampler.batch_size,
-                  n=n, clip_norm=clip_norm, extra={"log": log, "method": method, "normalize": normalize,
-                                                   "stability": stability})
-    if method == "dice_sgd":
-        return finish(traj, theta0, result_cls=DiceSGDResult, algorithm="DiceSGD (nn.Module)",
-                      feedback_clip_norm=feedback_clip_norm, **common)
-    return finish(traj, theta0, algorithm=f"{method} (nn.Module)", **common)
+        grad_fn.load(result.theta)
+    result.algorithm += " (nn.Module)"
+    result.extra.update({"log": log, "method": method, "normalize": normalize, "stability": stability})
+    return result

@@ -21,9 +21,11 @@ does not depend on the gradient size — **does not hold in the worst case**. Th
 released iterates reveal ``v_t + w_t`` each step, and given the past releases one
 example can move ``v_t`` by up to
 
-    Δ = C1/B + 2·C2      (add/remove; 2·C1/B + 2·C2 under replace-one)
+    Δ = m·C1/B + 2·C2      (add/remove; 2·m·C1/B + 2·C2 under replace-one)
 
-(:func:`dicesgd_sensitivity`): its clipped gradient in the batch term, and —
+(:func:`dicesgd_sensitivity`), with ``m`` the most times one example can appear in a
+batch (1 for Poisson, shuffled and full batches; ``B`` for sampling with replacement,
+where one example can fill the whole batch): its clipped gradient in the batch term, and —
 whether or not it is in the batch — the error feedback term, because
 ``clip(e_t, C2)`` and ``clip(e'_t, C2)`` lie anywhere in the ball of radius C2
 (one example with a large gradient saturates ``clip(e, C2)`` every step; it is not
@@ -61,7 +63,7 @@ from ..sampling import make_sampler
 from .dp_sgd import check_n
 from .loop import DPResult, finish, run
 
-__all__ = ["dice_sgd", "automatic_dice_sgd", "DiceSGDResult", "dicesgd_sensitivity",
+__all__ = ["dice_sgd", "automatic_dice_sgd", "DiceSGDResult", "dicesgd_sensitivity", "batch_multiplicity",
            "dicesgd_effective_noise_multiplier", "dicesgd_noise_multiplier", "RELATIONS"]
 
 RELATIONS = ("add_remove", "replace_one")
@@ -73,6 +75,19 @@ def _relation(relation) -> str:
     return relation
 
 
+def _multiplicity(multiplicity, batch_size: int) -> int:
+    m = check_int(multiplicity, "multiplicity", minimum=1)
+    if m > batch_size:
+        raise ValueError(f"multiplicity (the most times one example appears in a batch) must lie in "
+                         f"[1, batch_size = {batch_size}], got {m}")
+    return m
+
+
+def batch_multiplicity(sampling: str, batch_size: int) -> int:
+    """Lab utility: the most times one example can appear in a batch of ``sampling`` (B with replacement, else 1)."""
+    return int(batch_size) if sampling == "with_replacement" else 1
+
+
 def _clip_norms(clip_norm, feedback_clip_norm):
     """C1, C2 as float64 tensors of one broadcast shape, checked positive and C1 ≤ C2."""
     like = torch.zeros((), dtype=torch.float64)
@@ -82,14 +97,14 @@ def _clip_norms(clip_norm, feedback_clip_norm):
 
 
 @finite_result()
-def dicesgd_sensitivity(clip_norm, feedback_clip_norm, batch_size, relation="add_remove"):
+def dicesgd_sensitivity(clip_norm, feedback_clip_norm, batch_size, relation="add_remove", *, multiplicity=1):
     """ℓ2 sensitivity of DiceSGD's direction ``v_t = (1/B) Σ clip(g_i, C1) + clip(e_t, C2)``.
 
     Zhang et al. (2024), Alg. 2 line 5 (the direction) — the quantity their Thm 3.8
     / App. A.4 bounds too loosely.
 
     Given the released past, one example changes the batch term by at most
-    ``C1/B`` (add/remove; ``2 C1/B`` replace-one) and the error-feedback term by at
+    ``m C1/B`` (add/remove; ``2 m C1/B`` replace-one; ``m`` = ``multiplicity``) and the error-feedback term by at
     most ``2 C2`` (both ``clip(e, C2)`` lie in the ball of radius C2, and ``e_t``
     carries the example's unclipped gradients from every earlier step, in the
     batch or not). See the module docstring for why the paper's Thm 3.8 misses
@@ -102,6 +117,9 @@ def dicesgd_sensitivity(clip_norm, feedback_clip_norm, batch_size, relation="add
     batch_size : int
         B, the (expected) batch size that divides the clipped sum.
     relation : {"add_remove", "replace_one"}
+    multiplicity : int in [1, B]
+        The most times one example can appear in a batch: 1 for Poisson, shuffled and full
+        batches, ``B`` for sampling with replacement (:func:`batch_multiplicity`).
 
     Returns
     -------
@@ -109,18 +127,20 @@ def dicesgd_sensitivity(clip_norm, feedback_clip_norm, batch_size, relation="add
     """
     C1, C2 = _clip_norms(clip_norm, feedback_clip_norm)
     B = check_int(batch_size, "batch_size", minimum=1)
+    m = _multiplicity(multiplicity, B)
     k = 1.0 if _relation(relation) == "add_remove" else 2.0
-    return float((k * C1 / B + 2.0 * C2).max())
+    return float((k * m * C1 / B + 2.0 * C2).max())
 
 
 @finite_result(zero_if=lambda noise_multiplier, **_: float(noise_multiplier) == 0)
 def dicesgd_effective_noise_multiplier(noise_multiplier, clip_norm, feedback_clip_norm, batch_size,
-                                       relation="add_remove") -> float:
+                                       relation="add_remove", *, multiplicity=1) -> float:
     """``z_eff = σ1 / Δ``: DiceSGD's noise over its true per-step sensitivity (Zhang et al. (2024), Alg. 2).
 
     ``σ1 = z C1 / B`` is the std of ``w_t`` on the averaged direction (the lab's
     convention, ``dpclip_lab.noise.noise_multiplier_to_dice_sigma``) and ``Δ`` is
-    :func:`dicesgd_sensitivity`; for add/remove ``z_eff = z / (1 + 2 B C2 / C1)``.
+    :func:`dicesgd_sensitivity`; for add/remove and ``multiplicity = 1``,
+    ``z_eff = z / (1 + 2 B C2 / C1)``.
     With tensors of clip norms (a sweep) the smallest over runs (the least
     private run) is returned. T steps of DiceSGD are
     ``SelfComposedEvent(GaussianEvent(z_eff), T)``.
@@ -128,13 +148,14 @@ def dicesgd_effective_noise_multiplier(noise_multiplier, clip_norm, feedback_cli
     z = check_nonnegative(noise_multiplier, "noise_multiplier")
     C1, C2 = _clip_norms(clip_norm, feedback_clip_norm)
     B = check_int(batch_size, "batch_size", minimum=1)
+    m = _multiplicity(multiplicity, B)
     k = 1.0 if _relation(relation) == "add_remove" else 2.0
-    return float((z * C1 / B / (k * C1 / B + 2.0 * C2)).min())
+    return float((z * C1 / B / (k * m * C1 / B + 2.0 * C2)).min())
 
 
 @finite_result()
 def dicesgd_noise_multiplier(target_epsilon, delta, steps, clip_norm, feedback_clip_norm, batch_size,
-                             accountant="rdp", relation="add_remove") -> float:
+                             accountant="rdp", relation="add_remove", *, multiplicity=1) -> float:
     """The noise multiplier z (``σ1 = z C1 / B``) that makes T steps of DiceSGD (ε, δ)-DP.
 
     Replaces Zhang et al. (2024), Thm 3.8's σ1 (not valid in the worst case) by a
@@ -146,15 +167,17 @@ def dicesgd_noise_multiplier(target_epsilon, delta, steps, clip_norm, feedback_c
     ``sample_rate=1``; ``"pld"`` is tight) and returns ``z = z_eff · Δ · B / C1``.
     Compare with DP-SGD's z at the same (ε, δ): DiceSGD's is larger by about
     ``1 + 2 B C2 / C1`` before DP-SGD's subsampling amplification is counted.
+    ``multiplicity`` as in :func:`dicesgd_sensitivity` (``B`` for sampling with replacement).
     """
     from ..accountants.calibration import get_noise_multiplier  # lazy: accountants import the lab
     T = check_int(steps, "steps", minimum=1)
     C1, C2 = _clip_norms(clip_norm, feedback_clip_norm)
     B = check_int(batch_size, "batch_size", minimum=1)
     k = 1.0 if _relation(relation) == "add_remove" else 2.0
+    m = _multiplicity(multiplicity, B)
     z_eff = get_noise_multiplier(target_epsilon=target_epsilon, target_delta=delta, sample_rate=1.0, steps=T,
                                  accountant=accountant)
-    return float((z_eff * (k * C1 / B + 2.0 * C2) * B / C1).max())
+    return float((z_eff * (k * m * C1 / B + 2.0 * C2) * B / C1).max())
 
 
 @dataclass(repr=False)
@@ -169,16 +192,34 @@ class DiceSGDResult(DPResult):
     feedback_clip_norm: object = None
     delta: float | None = None
 
-    def effective_noise_multiplier(self, relation: str = "add_remove") -> float:
-        """``z_eff = σ1 / Δ`` (:func:`dicesgd_effective_noise_multiplier`; the least private run of a sweep)."""
-        return dicesgd_effective_noise_multiplier(self.noise_multiplier, self.clip_norm, self.feedback_clip_norm,
-                                                  self.batch_size, relation)
+    def neighbouring_relation(self, relation: str | None = None) -> str:
+        """The neighbouring relation of the record: ``relation`` if given, else the scheme's own —
+        replace-one for ``sampling="with_replacement"`` (as DP-SGD's event there), add/remove otherwise."""
+        if relation is None:
+            return "replace_one" if self.sampling == "with_replacement" else "add_remove"
+        return _relation(relation)
 
-    def dp_event(self, relation: str = "add_remove"):
+    @property
+    def multiplicity(self) -> int:
+        """The most times one example can appear in a batch (:func:`batch_multiplicity`): B with replacement."""
+        return batch_multiplicity(self.sampling, self.batch_size)
+
+    def effective_noise_multiplier(self, relation: str | None = None) -> float:
+        """``z_eff = σ1 / Δ`` (:func:`dicesgd_effective_noise_multiplier`; the least private run of a sweep).
+
+        ``Δ`` counts the batch's worst-case multiplicity: with ``sampling="with_replacement"`` one example
+        can fill all B slots, so the batch term moves by ``C1`` (``2 C1`` replace-one), not ``C1/B``.
+        """
+        return dicesgd_effective_noise_multiplier(self.noise_multiplier, self.clip_norm, self.feedback_clip_norm,
+                                                  self.batch_size, self.neighbouring_relation(relation),
+                                                  multiplicity=self.multiplicity)
+
+    def dp_event(self, relation: str | None = None):
         """``SelfComposedEvent(GaussianEvent(z_eff), T)``: a valid event for the released iterates.
 
         No subsampling amplification (the error state carries examples outside
-        the batch). ``relation="replace_one"`` uses sensitivity ``2 C1/B + 2 C2``.
+        the batch). ``relation``: None (default) is the scheme's own (:meth:`neighbouring_relation`);
+        ``"replace_one"`` uses sensitivity ``2 m C1/B + 2 C2``.
         """
         A = _ev()  # accountant events
         if self.steps == 0:
@@ -187,7 +228,7 @@ class DiceSGDResult(DPResult):
             return A.NonPrivateEvent()
         return A.SelfComposedEvent(A.GaussianEvent(self.effective_noise_multiplier(relation)), self.steps)
 
-    def epsilon(self, delta: float | None = None, accountant: str = "rdp", relation: str = "add_remove") -> float:
+    def epsilon(self, delta: float | None = None, accountant: str = "rdp", relation: str | None = None) -> float:
         """A valid ε at ``delta`` (default: the ``delta`` given to :func:`dice_sgd`) from :meth:`dp_event`."""
         from ..accountants.calibration import make_accountant  # lazy: accountants import the lab
         d = self.delta if delta is None else delta

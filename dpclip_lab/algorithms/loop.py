@@ -30,15 +30,20 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import os
+import warnings
 
 import torch
 
 from .._validation import as_clip_norm, check_finite_tensor, check_int
-from ..sampling import Sampler, SeedGroups, batch_stream, sampling_event
+from ..sampling import Sampler, SeedGroups, batch_stream, events, sampling_event
 from .oracles import as_oracle
 from .updates import make_update
 
-__all__ = ["run", "Trajectory", "DPResult", "make_generator", "sweep_grid"]
+__all__ = ["run", "Trajectory", "DPResult", "make_generator", "sweep_grid", "LowPrecisionPrivacyWarning"]
+
+
+class LowPrecisionPrivacyWarning(UserWarning):
+    """Lab utility: a private run in float16 or bfloat16, where rounding can break the sensitivity its privacy record assumes."""
 
 
 def make_generator(seed, device) -> torch.Generator:
@@ -191,6 +196,13 @@ def run(grad_fn, theta0: torch.Tensor, *, steps: int, lr, sampler: Sampler, priv
                         f"got {type(project).__name__}")
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be a callable (t, theta, stats) or None, got {type(callback).__name__}")
+    if theta0.dtype in (torch.float16, torch.bfloat16) and getattr(privatizer, "noise_multiplier", 0):
+        warnings.warn(
+            f"a private run in {theta0.dtype}: the privacy record assumes exact clipping and exact counts, but in "
+            "16-bit arithmetic a clipped gradient's norm can round above C, sums and noise lose digits, and a count "
+            "(adaptive clipping's unclipped count) moves in steps of 2-4 past 256, so the sensitivity the accountant "
+            "uses is not guaranteed. Run the private part in float32 or float64 for a record you can rely on",
+            LowPrecisionPrivacyWarning, stacklevel=3)
     oracle = as_oracle(grad_fn)
     X = getattr(oracle, "X", None)
     if isinstance(X, torch.Tensor) and (X.dtype != theta0.dtype or X.device != theta0.device):
@@ -304,10 +316,34 @@ class DPResult:
 
         Releasing every iterate costs the same as releasing one (post-processing),
         so the event covers ``iterates`` too. Methods with extra releases
-        (selection) compose their own events on top.
+        (selection) compose their own events on top. For a batched result (R runs of a
+        sweep) it is the event of **one** run, released alone — the least private run where
+        runs differ; :meth:`joint_dp_event` covers releasing the runs together.
         """
         return sampling_event(self.sampling, noise_multiplier=self.noise_multiplier, steps=self.steps,
                               n=self.n, batch_size=self.batch_size)
+
+    def joint_dp_event(self):
+        """The event of releasing **all** the runs of this result together (one run: :meth:`dp_event`).
+
+        * Runs with independent randomness (a batched call with one seed, or ``k`` distinct seeds
+          for ``k`` runs): the composition of the R runs, ``SelfComposedEvent(dp_event(), R)``.
+        * Runs that share their noise (``seed=range(k)`` with more runs than seeds, or a repeated
+          seed): ``NonPrivateEvent`` (ε = ∞). Two runs with the same noise directions and different
+          clip norms (or step sizes) cancel it: with full batches, ``d[0]/C₀ − d[1]/C₁`` of their
+          first steps is the noiseless data statistic. Common random numbers are right for
+          *comparing* clip norms, but choosing C by looking at such a sweep is not private; choose C
+          privately (adaptive clipping, or a private selection whose cost is accounted).
+        """
+        A = events()
+        single = self.dp_event()
+        runs = self.extra.get("runs")
+        if runs is None or runs == 1 or isinstance(single, (A.NoOpEvent, A.NonPrivateEvent)):
+            return single
+        seeds = self.extra.get("seeds")
+        if seeds is not None and (runs > len(seeds) or len(set(seeds)) < len(seeds)):
+            return A.NonPrivateEvent()
+        return A.SelfComposedEvent(single, runs)
 
     def __repr__(self) -> str:
         shape = tuple(self.theta.shape)
@@ -333,4 +369,6 @@ def finish(traj: Trajectory, theta0: torch.Tensor, *, result_cls=DPResult, relea
     extra = record.pop("extra", {})
     if batched:
         extra["runs"] = traj.runs
+        if isinstance(traj.generator, SeedGroups):  # runs r and r + k share their noise (joint_dp_event)
+            extra["seeds"] = list(traj.generator.seeds)
     return result_cls(theta=theta, iterates=iterates, release=release, history=history, extra=extra, **record)
