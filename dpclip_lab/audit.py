@@ -19,9 +19,12 @@ What this module holds:
   with a *gradient canary*: one example whose per-example gradient is a fixed
   vector of norm ≥ C while every other gradient is 0 (the strongest white-box
   setting: the released sum is the canary's clipped gradient plus noise).
-  Observes the last iterate or all iterates. With
-  :func:`module_batched_grad_fn` the other examples are a small network's real
-  per-example gradients and the canary is a "Dirac" gradient on one parameter.
+  Observes the last iterate or all iterates; the all-iterates score uses the
+  noise level the code was *observed* to add (canary-free calibration runs),
+  never the claimed one, so an under-noised implementation cannot hide behind
+  its claim. With :func:`module_batched_grad_fn` the other examples are a small
+  network's real per-example gradients and the canary is a "Dirac" gradient on
+  one parameter.
 * :func:`input_canary_audit` — the same with an *input-space* canary: an extra
   example ``(x_c, y_c)`` of a generalized linear problem, whose gradient the
   algorithm computes (and which shrinks as the model fits it).
@@ -33,11 +36,13 @@ What this module holds:
   book to catch. It is not an algorithm of the lab and is not exported from
   :mod:`dpclip_lab.algorithms`.
 
-Conventions: add/remove-one neighbouring datasets. An "out" run keeps the
-canary's slot with a zero gradient, which for Poisson sampling (normalizer = the
-expected batch size) is the same distribution as removing it, and for full
-batches gives a pair of data sets (same size) whose clipped sums differ by at
-most ``C``: exactly the Gaussian mechanism the accountants compose.
+Conventions: an "out" run keeps the canary's slot with a zero gradient, which
+for Poisson sampling (normalizer = the expected batch size) is the same
+distribution as removing it (add/remove), for full batches gives a pair of data
+sets (same size) whose clipped sums differ by at most ``C``, and for shuffling is
+the zero-out relation. The accountant ε an audit is compared with is always the
+audited run's own ``result.dp_event()`` (its sampling scheme and relation),
+composed by the chosen accountant. Audits run in float32 or float64 only.
 
 References
 ----------
@@ -108,11 +113,20 @@ def _count_levels(m: int) -> np.ndarray:
 
 def _as_scores(x, name: str) -> np.ndarray:
     if isinstance(x, torch.Tensor):
+        if x.is_complex():
+            raise TypeError(f"{name} must hold real scores, got a complex tensor ({x.dtype}); its imaginary part "
+                            "would be dropped")
         x = x.detach().to("cpu", torch.float64).numpy()
     try:
-        a = np.asarray(x, dtype=np.float64)
+        raw = np.asarray(x)
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be a 1-D tensor or array of real scores, got {type(x).__name__}") from None
+    if raw.dtype.kind == "c":
+        raise TypeError(f"{name} must hold real scores, got complex values ({raw.dtype}); their imaginary part "
+                        "would be dropped")
+    if raw.dtype.kind not in "biuf":    # strings, None, objects: not scores (np.asarray would parse "1.5")
+        raise TypeError(f"{name} must be a 1-D tensor or array of real scores, got entries of dtype {raw.dtype}")
+    a = raw.astype(np.float64)
     if a.ndim != 1 or a.size == 0:
         raise ValueError(f"{name} must be a non-empty 1-D tensor or array, got shape {a.shape}")
     if not np.isfinite(a).all():
@@ -125,6 +139,27 @@ def _check_delta(delta) -> float:
     if d >= 1:
         raise ValueError(f"delta must lie in [0, 1), got {delta!r}")
     return d
+
+
+def _as_included(included, shape) -> np.ndarray:
+    """The one-run audit's membership flags: booleans (or 0/1), one per canary, some in and some out."""
+    if isinstance(included, torch.Tensor):
+        included = included.detach().cpu().numpy()
+    try:
+        raw = np.asarray(included)
+    except (TypeError, ValueError):
+        raise ValueError(f"included must be booleans (or 0/1), one per canary, got {type(included).__name__}") from None
+    if raw.dtype.kind in "iuf" and np.all((raw == 0) | (raw == 1)):
+        raw = raw == 1
+    if raw.dtype.kind != "b":
+        raise ValueError(f"included must be booleans (or 0/1), one per canary (was canary i in the run?), "
+                         f"got values such as {raw.ravel()[:4].tolist()!r}")
+    if raw.shape != shape:
+        raise ValueError(f"included must have the shape of scores {shape}, got {raw.shape}")
+    if raw.all() or not raw.any():
+        raise ValueError(f"included must mark some canaries in and some out (each is included with probability "
+                         f"1/2 in the one-run audit), got all {'in' if raw.all() else 'out'} ({raw.size} canaries)")
+    return raw
 
 
 def epsilon_lower_bound(scores_in, scores_out, *, delta, confidence=0.95) -> float:
@@ -242,6 +277,8 @@ class CanaryAudit:
 
     def epsilon_lower(self, observe: str = "all", step: int | None = None) -> float:
         """The certified lower bound for one observation at one checkpoint (default: the last)."""
+        if observe not in self.scores_in:
+            raise ValueError(f"observe must be one of {tuple(self.scores_in)}, got {observe!r}")
         k = self._index(step)
         return epsilon_lower_bound(self.scores_in[observe][:, k], self.scores_out[observe][:, k],
                                    delta=self.delta, confidence=self.confidence)
@@ -351,6 +388,48 @@ def module_batched_grad_fn(model: torch.nn.Module, loss_fn, inputs: torch.Tensor
 
 
 _ALGORITHMS = ("dp_sgd", "dp_gd", "dice_sgd", "adaptive")
+_AUDIT_DTYPES = (torch.float32, torch.float64)
+
+
+def _check_audit_dtype(dtype, name: str):
+    """An audit runs in float32 or float64: 16-bit rounding breaks the sensitivity argument it tests."""
+    if dtype not in _AUDIT_DTYPES:
+        raise ValueError(
+            f"{name} must be torch.float32 or torch.float64 for an audit, got {dtype}: in 16-bit arithmetic a "
+            "clipped gradient's norm can round above C, sums and noise lose digits and adaptive clipping's count "
+            "moves in steps of 2-4 past 256, so the sensitivity the accountant assumes (and the audit tests) does "
+            "not hold. An audit must run in float32/float64")
+    return dtype
+
+
+def _check_accountant(accountant):
+    from .accountants.calibration import ACCOUNTANTS
+    if accountant not in ACCOUNTANTS:
+        raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
+    return accountant
+
+
+def _resolve_sampling(algorithm, sampling, batch_size, n):
+    """The audited runs' sampling scheme: DP-GD's is always the full batch; the others default to Poisson.
+
+    A ``sampling`` or ``batch_size`` that DP-GD would ignore is an error, not a silent no-op.
+    """
+    if algorithm == "dp_gd":
+        if sampling not in (None, "full"):
+            raise ValueError(f"sampling must be None or 'full' for algorithm='dp_gd' (DP-GD uses every example "
+                             f"at every step; use 'dp_sgd' for sampled batches), got {sampling!r}")
+        if batch_size is not None and batch_size != n:
+            raise ValueError(f"batch_size must be None (or n = {n}) for algorithm='dp_gd' (DP-GD uses every "
+                             f"example at every step), got {batch_size!r}")
+        return "full"
+    return "poisson" if sampling is None else sampling
+
+
+def _calibration_seed(seed):
+    """A seed for the calibration runs whose stream is independent of the audited runs' (seed ``s``)."""
+    if seed is None or isinstance(seed, torch.Generator):
+        return seed                  # fresh entropy, or the continuation of the generator's stream
+    return int(np.random.SeedSequence([check_int(seed, "seed"), 0xCA11B]).generate_state(1)[0])
 
 
 def _checkpoints(checkpoints, steps):
@@ -399,17 +478,21 @@ def _run_algorithm(algorithm, grad_fn, theta0, *, n, steps, lr, clip_norm, noise
     return iterates, res.history, dict(q=res.sample_rate, b=res.batch_size, z=z_grad, result=res)
 
 
-def _accountant_curve(algorithm, info, steps_at, delta, accountant):
-    """The lab's accountant ε after each checkpoint (None for a bare privatizer: it has no accountant)."""
+def _accountant_curve(info, steps_at, delta, accountant):
+    """ε of the audited run's *own* event after each checkpoint (None for a bare privatizer: no accountant).
+
+    ``dataclasses.replace(result, steps=t).dp_event()`` is the event the algorithm's own record
+    reports for its first t steps — its sampling scheme and neighbouring relation (shuffle,
+    sampling with replacement), DiceSGD's sensitivity, adaptive clipping's count — composed by
+    the named accountant. The audit compares against exactly what the lab would report.
+    """
     res = info["result"]
-    if res is None or delta == 0:
+    if res is None:
         return None
-    if algorithm == "dice_sgd":
-        return np.array([dataclasses.replace(res, steps=int(t)).epsilon(delta, accountant=accountant)
-                         for t in steps_at])
-    from .accountants import get_epsilon
-    return np.array([get_epsilon(noise_multiplier=res.noise_multiplier, sample_rate=res.sample_rate,
-                                 steps=int(t), delta=delta, accountant=accountant) for t in steps_at])
+    from .accountants.calibration import make_accountant
+
+    return np.array([float(make_accountant(accountant).compose(dataclasses.replace(res, steps=int(t)).dp_event())
+                           .get_epsilon(delta)) for t in steps_at])
 
 
 def _mixture_llr(d, signal, sigma, q):
@@ -420,14 +503,24 @@ def _mixture_llr(d, signal, sigma, q):
     return torch.logaddexp(torch.full_like(z, math.log1p(-q)), math.log(q) + z)
 
 
+def _steps_along(iterates, history, coordinate, b, lr, C):
+    """The iterates along u ``[R, T+1]``, the steps on the scale of the noisy sum ``[R, T]`` and each step's C_s."""
+    proj = iterates[..., coordinate]
+    d = (proj[:, :-1] - proj[:, 1:]) * b / lr
+    C_t = history.get("clip_norm")
+    if C_t is None or C_t.shape != d.shape:
+        C_t = torch.full_like(d, C)
+    return proj, d, C_t
+
+
 def gradient_canary_audit(algorithm: str = "dp_sgd", *, runs: int, steps: int, noise_multiplier: float, n: int,
-                          batch_size: int | None = None, sampling: str = "poisson", clip_norm: float = 1.0,
+                          batch_size: int | None = None, sampling: str | None = None, clip_norm: float = 1.0,
                           canary_norm: float | None = None, feedback_clip_norm: float | None = None,
                           privatizer=None, other_gradient: float = 0.0, base_grad_fn=None, theta0=None,
                           coordinate: int = 0, lr: float = 1.0, dim: int = 1,
                           delta: float = 1e-5, confidence: float = 0.95, checkpoints=None, seed: int = 0,
                           accountant: str = "rdp", adaptive_kwargs: dict | None = None,
-                          dtype=torch.float64) -> CanaryAudit:
+                          dtype=torch.float64, calibration_runs: int | None = None) -> CanaryAudit:
     """Audit a lab algorithm with a gradient canary, ``2 × runs`` runs as one tensor program.
 
     Source: the white-box gradient canaries of Nasr et al. (2021), bounded by Kairouz, Oh & Viswanath (2015), Thm 2.1.
@@ -441,10 +534,24 @@ def gradient_canary_audit(algorithm: str = "dp_sgd", *, runs: int, steps: int, n
     * ``"last"``: ``⟨θ_0 − θ_t, u⟩`` — the iterate alone (black-box on θ_t);
     * ``"all"``: ``Σ_s log LR(d_s)`` with ``d_s = ⟨θ_s − θ_{s+1}, u⟩ b/η``, the
       likelihood ratio of a step with the canary sampled with probability q
-      (signal ``min(G, C_s)``, noise ``z C_s`` on the sum; ``C_s`` from the run's
-      history for adaptive clipping). For DP-SGD with Poisson sampling this is
-      the optimal (Neyman–Pearson) test of one step; for other methods it is a
-      valid, not necessarily optimal, statistic.
+      (signal ``min(G, C_s)``) against a step without it, at the noise level
+      ``ẑ C_s`` the code was **observed** to add (``C_s`` from the run's history
+      for adaptive clipping).
+
+    The noise level of the ``"all"`` score is not taken from the claim: an audit
+    tests the code, and a statistic built on the claimed ``z`` is mis-specified
+    exactly when the code is wrong (a privatizer whose noise is ``b`` times too
+    small escapes it at small batches). Besides the audited runs, ``calibration_runs``
+    more runs *without* the canary, with randomness independent of the audited
+    runs (a seed derived from ``seed``), measure the mean ``m̂`` and the spread ``ẑ``
+    of ``d_s / C_s`` — pure noise when the other gradients are 0 — and the score
+    uses ``d_s − m̂ C_s`` and ``ẑ C_s``. Given the calibration runs the score is a
+    fixed function of each audited run's own iterates up to the checkpoint, so the
+    runs' scores stay independent and identically distributed on each side and
+    :func:`epsilon_lower_bound` stays valid whatever was measured. For DP-SGD with
+    Poisson sampling it is the optimal (Neyman–Pearson) test of the steps at the
+    noise level the code really has (up to the ~1% error of ``ẑ``); for other
+    methods a valid, not necessarily optimal, statistic.
 
     Parameters
     ----------
@@ -453,6 +560,9 @@ def gradient_canary_audit(algorithm: str = "dp_sgd", *, runs: int, steps: int, n
         no accountant ε is reported; put the claimed ε in ``extra`` yourself).
     runs : int
         Runs per side (with / without the canary).
+    sampling : {"poisson", "shuffle", "with_replacement", "full"}, optional
+        Default ``"poisson"``; DP-GD always uses the full batch (``None`` or
+        ``"full"``; anything else is an error, as is a ``batch_size`` other than n).
     canary_norm : float, optional
         ``G = ‖canary gradient‖``; default ``clip_norm`` (any G ≥ C is clipped to C).
     dim : int
@@ -461,25 +571,35 @@ def gradient_canary_audit(algorithm: str = "dp_sgd", *, runs: int, steps: int, n
         Batched per-example gradients of the other examples,
         ``(theta[R, p], idx[R, m]) -> [R, m, p]``; the canary's slot is overwritten.
     theta0 : Tensor[p], optional
-        The common starting point (e.g. a network's initial parameters).
+        The common starting point (e.g. a network's initial parameters), float32 or float64.
     coordinate : int
         The parameter the canary gradient points along.
     checkpoints : ints in [1, steps], optional
         Steps at which to score (default: only ``steps``).
     accountant : {"rdp", "pld"}
-        For DP-SGD, DP-GD and adaptive clipping: the accountant of
-        :func:`dpclip_lab.get_epsilon`. DiceSGD uses ``DiceSGDResult.epsilon``.
+        Composes the audited run's own event, ``result.dp_event()`` of the first t
+        steps (its sampling scheme, DiceSGD's sensitivity, adaptive clipping's count).
+    dtype : torch.float32 or torch.float64
+        Of θ_0 when ``theta0`` is not given. 16-bit runs are refused: their rounding
+        breaks the sensitivity argument the audit tests.
+    calibration_runs : int, optional
+        Canary-free runs that measure the noise level of the ``"all"`` score;
+        default ``min(runs, ⌈4096 / steps⌉)`` (about 4,000 noise samples).
 
     Returns
     -------
     CanaryAudit
+        ``extra`` holds the claimed ``noise_multiplier``, the ``observed_noise_multiplier``
+        ``ẑ``, the ``sampling`` scheme and the number of ``calibration_runs``.
     """
     runs = check_int(runs, "runs", minimum=2)
     steps = check_int(steps, "steps", minimum=1)
+    _check_audit_dtype(dtype, "dtype")
     if theta0 is None:
         theta0 = torch.zeros(check_int(dim, "dim", minimum=1), dtype=dtype)
     elif not isinstance(theta0, torch.Tensor) or theta0.dim() != 1 or not theta0.is_floating_point():
         raise ValueError("theta0 must be a floating-point tensor of shape [p] (one starting point for all runs)")
+    _check_audit_dtype(theta0.dtype, "theta0")
     dim = theta0.numel()
     coordinate = check_int(coordinate, "coordinate")
     if coordinate >= dim:
@@ -490,42 +610,54 @@ def gradient_canary_audit(algorithm: str = "dp_sgd", *, runs: int, steps: int, n
     lr = check_positive(lr, "lr")
     delta = check_open_unit(delta, "delta")        # the accountant's ε is defined for δ in (0, 1)
     confidence = check_open_unit(confidence, "confidence")
+    accountant = _check_accountant(accountant)
+    if privatizer is None and algorithm not in _ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {_ALGORITHMS}, got {algorithm!r}")
+    sampling = _resolve_sampling(algorithm if privatizer is None else None, sampling, batch_size, n)
+    cal_runs = (min(runs, math.ceil(4096 / steps)) if calibration_runs is None
+                else check_int(calibration_runs, "calibration_runs", minimum=2))
+    cal_seed = _calibration_seed(seed)
     at = _checkpoints(checkpoints, steps)
     R = 2 * runs
     in_run = torch.arange(R) < runs
     u = torch.zeros(dim, dtype=theta0.dtype)
     u[coordinate] = 1.0
     other = None if not other_gradient else other_gradient * u
+    run_kw = dict(n=n, steps=steps, lr=lr, clip_norm=C, noise_multiplier=noise_multiplier, batch_size=batch_size,
+                  sampling=sampling, feedback_clip_norm=feedback_clip_norm, privatizer=privatizer,
+                  adaptive_kwargs=adaptive_kwargs)
+    start = theta0.detach().unsqueeze(0)
     grad_fn = gradient_canary_oracle(in_run, G * u, other_gradient=other, base_grad_fn=base_grad_fn)
-    theta0 = theta0.detach().unsqueeze(0).expand(R, dim).clone()
-    iterates, history, info = _run_algorithm(
-        algorithm, grad_fn, theta0, n=n, steps=steps, lr=lr, clip_norm=C, noise_multiplier=noise_multiplier,
-        batch_size=batch_size, sampling=sampling, feedback_clip_norm=feedback_clip_norm, privatizer=privatizer,
-        seed=seed, adaptive_kwargs=adaptive_kwargs)
-    proj = iterates[..., coordinate]                          # [R, T+1]
-    last = (proj[:, :1] - proj[:, at])                        # [R, K]
-    d = (proj[:, :-1] - proj[:, 1:]) * info["b"] / lr         # [R, T]
-    C_t = history.get("clip_norm", torch.full_like(d, C))
-    C_t = C_t if C_t.shape == d.shape else torch.full_like(d, C)
-    z = float(info["z"]) if info["z"] else 1e-12
-    llr = _mixture_llr(d, torch.clamp(C_t, max=G), z * C_t, info["q"]).cumsum(1)[:, at - 1]
+    iterates, history, info = _run_algorithm(algorithm, grad_fn, start.expand(R, dim).clone(), seed=seed, **run_kw)
+    # calibration: canary-free runs with their own randomness measure the noise the code adds
+    cal_fn = gradient_canary_oracle(torch.zeros(cal_runs, dtype=torch.bool), G * u, other_gradient=other,
+                                    base_grad_fn=base_grad_fn)
+    cal_iterates, cal_history, _ = _run_algorithm(algorithm, cal_fn, start.expand(cal_runs, dim).clone(),
+                                                  seed=cal_seed, **run_kw)
+    _, d_cal, C_cal = _steps_along(cal_iterates, cal_history, coordinate, info["b"], lr, C)
+    ratio = d_cal / C_cal
+    shift, z_obs = float(ratio.mean()), float(ratio.std())
+    proj, d, C_t = _steps_along(iterates, history, coordinate, info["b"], lr, C)
+    last = proj[:, :1] - proj[:, at]                                              # [R, K]
+    llr = _mixture_llr(d - shift * C_t, torch.clamp(C_t, max=G), max(z_obs, 1e-12) * C_t,
+                       info["q"]).cumsum(1)[:, at - 1]
     name = (type(privatizer).__name__ if privatizer is not None else
             {"dp_sgd": "DP-SGD", "dp_gd": "DP-GD", "dice_sgd": "DiceSGD", "adaptive": "adaptive clipping"}[algorithm])
-    extra = dict(noise_multiplier=noise_multiplier, sample_rate=info["q"], batch_size=info["b"], n=n,
-                 clip_norm=C, canary_norm=G)
+    extra = dict(noise_multiplier=noise_multiplier, observed_noise_multiplier=z_obs, sampling=sampling,
+                 sample_rate=info["q"], batch_size=info["b"], n=n, clip_norm=C, canary_norm=G,
+                 calibration_runs=cal_runs)
     res = info["result"]
-    if algorithm == "dice_sgd" and privatizer is None and hasattr(res, "paper_claimed_epsilon") and delta > 0:
+    if algorithm == "dice_sgd" and privatizer is None and hasattr(res, "paper_claimed_epsilon"):
         extra["paper_claimed_epsilon"] = np.array(
             [dataclasses.replace(res, steps=int(t)).paper_claimed_epsilon(delta) for t in at])
     return CanaryAudit(name, "gradient", at, {"last": last[:runs], "all": llr[:runs]},
                        {"last": last[runs:], "all": llr[runs:]}, delta, confidence,
-                       _accountant_curve(algorithm if privatizer is None else None, info, at, delta, accountant),
-                       extra)
+                       _accountant_curve(info, at, delta, accountant), extra)
 
 
 def input_canary_audit(X: torch.Tensor, y: torch.Tensor, loss, canary_x: torch.Tensor, canary_y: float, *,
                        runs: int, steps: int, noise_multiplier: float, batch_size: int | None,
-                       sampling: str = "poisson", clip_norm: float = 1.0, lr: float = 1.0,
+                       sampling: str | None = None, clip_norm: float = 1.0, lr: float = 1.0,
                        algorithm: str = "dp_sgd", delta: float = 1e-5, confidence: float = 0.95,
                        checkpoints=None, seed: int = 0, accountant: str = "rdp") -> CanaryAudit:
     """Audit with an input-space canary on a generalized linear problem ``f(⟨θ, x⟩; y)``.
@@ -543,7 +675,11 @@ def input_canary_audit(X: torch.Tensor, y: torch.Tensor, loss, canary_x: torch.T
       canary's own clipped gradient at θ_s (white-box: the auditor recomputes
       it), as in :func:`gradient_canary_audit`.
 
-    Per-example gradients are materialized (``[2 runs, batch, p]`` per step).
+    Per-example gradients are materialized (``[2 runs, batch, p]`` per step). ``sampling``
+    defaults to ``"poisson"`` (DP-GD: the full batch, and nothing else), ``X`` must be
+    float32 or float64, and the accountant ε is that of the run's own ``dp_event()``, as in
+    :func:`gradient_canary_audit`. The ``"all"`` score uses the lab's own noise multiplier
+    (only the lab's DP-SGD and DP-GD run here, no foreign privatizer).
     """
     from .algorithms.oracles import CallableOracle
 
@@ -555,9 +691,12 @@ def input_canary_audit(X: torch.Tensor, y: torch.Tensor, loss, canary_x: torch.T
     lr = check_positive(lr, "lr")
     delta = check_open_unit(delta, "delta")        # the accountant's ε is defined for δ in (0, 1)
     confidence = check_open_unit(confidence, "confidence")
+    accountant = _check_accountant(accountant)
     at = _checkpoints(checkpoints, steps)
     if not (isinstance(X, torch.Tensor) and X.dim() == 2):
         raise ValueError(f"X must be a 2-D tensor [n, p], got {getattr(X, 'shape', type(X).__name__)}")
+    _check_audit_dtype(X.dtype, "X")
+    sampling = _resolve_sampling(algorithm, sampling, batch_size, X.shape[0] + 1)
     if torch.as_tensor(y).shape != (X.shape[0],):
         raise ValueError(f"y must have shape ({X.shape[0]},) to match X, got {tuple(torch.as_tensor(y).shape)}")
     if not isinstance(canary_x, torch.Tensor) or canary_x.numel() != X.shape[1]:
@@ -598,9 +737,9 @@ def input_canary_audit(X: torch.Tensor, y: torch.Tensor, loss, canary_x: torch.T
     name = {"dp_sgd": "DP-SGD", "dp_gd": "DP-GD"}.get(algorithm, algorithm)
     return CanaryAudit(name, "input", at, {"last": last[:runs], "all": llr[:runs]},
                        {"last": last[runs:], "all": llr[runs:]}, delta, confidence,
-                       _accountant_curve(algorithm, info, at, delta, accountant),
-                       dict(noise_multiplier=noise_multiplier, sample_rate=info["q"], batch_size=info["b"], n=n,
-                            clip_norm=C, canary_gradient_norm=gn[:runs]))
+                       _accountant_curve(info, at, delta, accountant),
+                       dict(noise_multiplier=noise_multiplier, sampling=sampling, sample_rate=info["q"],
+                            batch_size=info["b"], n=n, clip_norm=C, canary_gradient_norm=gn[:runs]))
 
 
 # =========================================================================== one-run audit
@@ -636,7 +775,8 @@ def one_run_p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> flo
 def one_run_epsilon_lower_bound(scores, included, *, delta, confidence=0.95, guesses=None) -> float:
     """The one-run audit's lower bound on ε (Steinke, Nasr, Jagielski 2023: Alg. 1, p-value of App. D).
 
-    Canary i was included with probability ½ (``included[i]``). The auditor
+    Canary i was included with probability ½ (``included[i]``: booleans or 0/1; some
+    canaries in and some out, anything else is refused). The auditor
     guesses "in" for the ``k_plus`` highest scores and "out" for the
     ``k_minus`` lowest, abstains on the rest, and counts correct guesses ``v``.
     The bound is the largest ε whose p-value (:func:`one_run_p_value`) is below
@@ -646,9 +786,7 @@ def one_run_epsilon_lower_bound(scores, included, *, delta, confidence=0.95, gue
     Default: ``[(m//10, m//10), (m//20, m//20), (m//50, m//50)]``.
     """
     s = _as_scores(scores, "scores")
-    inc = np.asarray(included.detach().cpu() if isinstance(included, torch.Tensor) else included).astype(bool)
-    if inc.shape != s.shape:
-        raise ValueError(f"included must have the shape of scores {s.shape}, got {inc.shape}")
+    inc = _as_included(included, s.shape)
     d = _check_delta(delta)
     conf = check_open_unit(confidence, "confidence")
     m = s.size
@@ -694,17 +832,28 @@ def one_run_gradient_audit(*, canaries: int, steps: int, noise_multiplier: float
     ``⟨θ_0 − θ_T, e_i⟩`` (``"last"``) or the summed per-step likelihood ratio
     on coordinate i (``"all"``).
 
+    ``epsilon_accountant`` composes the run's own ``dp_event()`` (its sampling scheme:
+    ``"full"``, ``"poisson"``, ``"shuffle"`` or ``"with_replacement"``) with ``accountant``.
+
     Returns
     -------
     dict with ``epsilon_lower`` (one-run bound), ``epsilon_accountant``,
     ``scores`` and ``included``.
     """
+    from .accountants.calibration import make_accountant
     from .algorithms import dp_sgd
 
     m = check_int(canaries, "canaries", minimum=2)
     C = check_positive(clip_norm, "clip_norm")
+    if observe not in ("last", "all"):
+        raise ValueError(f"observe must be 'last' or 'all', got {observe!r}")
+    delta = check_open_unit(delta, "delta")        # the accountant's ε is defined for δ in (0, 1)
+    accountant = _check_accountant(accountant)
     gen = torch.Generator().manual_seed(check_int(seed, "seed"))
     included = torch.rand(m, generator=gen) < 0.5
+    if bool(included.all()) or not bool(included.any()):
+        raise ValueError(f"canaries: the random draw put all {m} canaries {'in' if bool(included.all()) else 'out'} "
+                         "(the one-run audit needs some of each); use more canaries or another seed")
     n = m + check_int(extra_examples, "extra_examples")
     scale = C * included.to(torch.float64)
 
@@ -720,14 +869,10 @@ def one_run_gradient_audit(*, canaries: int, steps: int, noise_multiplier: float
     it = res.iterates                                                     # [T+1, m]
     if observe == "last":
         scores = it[0] - it[-1]
-    elif observe == "all":
+    else:
         d = (it[:-1] - it[1:]) * res.batch_size                          # [T, m]
         scores = _mixture_llr(d, C, noise_multiplier * C, res.sample_rate).sum(0)
-    else:
-        raise ValueError(f"observe must be 'last' or 'all', got {observe!r}")
-    from .accountants import get_epsilon
-    eps_acc = get_epsilon(noise_multiplier=noise_multiplier, sample_rate=res.sample_rate, steps=steps,
-                          delta=delta, accountant=accountant)
+    eps_acc = float(make_accountant(accountant).compose(res.dp_event()).get_epsilon(delta))
     lb = one_run_epsilon_lower_bound(scores, included, delta=delta, confidence=confidence, guesses=guesses)
     return dict(epsilon_lower=lb, epsilon_accountant=eps_acc, scores=scores, included=included)
 

@@ -273,3 +273,143 @@ def test_audit_bad_input(kwargs, err, match):
     kw = dict(algorithm="dp_sgd", runs=4, steps=5, noise_multiplier=1.0, n=10, batch_size=2, dim=2) | kwargs
     with pytest.raises(err, match=match):
         A.gradient_canary_audit(**kw)
+
+
+# -- the accountant of the audited run (issue: audit.py item 3) --------------------------------------
+def own_epsilon(algorithm, sampling, *, steps, n, batch_size, z, delta, accountant):
+    """ε of the lab result's *own* ``dp_event()`` for these settings (a run of the algorithm itself)."""
+    from dpclip_lab import algorithms as alg
+    from dpclip_lab.accountants.calibration import make_accountant
+
+    def zero(theta, idx):
+        return torch.zeros((*theta.shape[:-1], idx.shape[-1], theta.shape[-1]), dtype=theta.dtype)
+
+    kw = dict(n=n, steps=steps, lr=1.0, seed=0, progress=False)
+    th = torch.zeros(1, dtype=torch.float64)
+    if algorithm == "dp_gd":
+        res = alg.dp_gd(zero, th, clip_norm=1.0, noise_multiplier=z, **kw)
+    elif algorithm == "dp_sgd":
+        res = alg.dp_sgd(zero, th, clip_norm=1.0, noise_multiplier=z, batch_size=batch_size, sampling=sampling, **kw)
+    elif algorithm == "dice_sgd":
+        res = alg.dice_sgd(zero, th, clip_norm=1.0, feedback_clip_norm=1.0, noise_multiplier=z,
+                           batch_size=batch_size, sampling=sampling, **kw)
+    else:
+        res = alg.dp_sgd_adaptive_clipping(zero, th, initial_clip_norm=1.0, noise_multiplier=z,
+                                           batch_size=batch_size, sampling=sampling, **kw)
+    return make_accountant(accountant).compose(res.dp_event()).get_epsilon(delta)
+
+
+_SCHEMES = [("poisson", 2), ("shuffle", 2), ("with_replacement", 2), ("with_replacement", 1), ("full", None)]
+
+
+@pytest.mark.parametrize("algorithm, sampling, batch_size",
+                         [(a, s, b) for a in ("dp_sgd", "dice_sgd", "adaptive") for s, b in _SCHEMES]
+                         + [("dp_gd", "full", None), ("dp_gd", None, None)])
+def test_audit_accountant_is_the_runs_own_event(algorithm, sampling, batch_size):
+    """The audit's accountant ε is the audited run's own event at every checkpoint, for every sampling scheme
+    (before: the Poisson formula whatever the sampling, e.g. DP-SGD + shuffle 9.09 against its own 12.30)."""
+    n, T, z, delta = 10, 8, 1.0, 1e-5
+    kw = dict(runs=2, steps=T, noise_multiplier=z, n=n, batch_size=batch_size, sampling=sampling, delta=delta,
+              checkpoints=[3, T], seed=0)
+    a = A.gradient_canary_audit(algorithm, **kw)
+    want = [own_epsilon(algorithm, sampling or "full", steps=t, n=n, batch_size=batch_size, z=z, delta=delta,
+                        accountant="rdp") for t in (3, T)]
+    np.testing.assert_allclose(a.accountant_epsilon, want, rtol=1e-9)
+
+
+def test_audit_accountant_pld_and_one_run_audit_use_the_runs_own_event():
+    a = A.gradient_canary_audit("dp_sgd", runs=2, steps=8, noise_multiplier=1.0, n=10, batch_size=2,
+                                sampling="shuffle", accountant="pld")
+    want = own_epsilon("dp_sgd", "shuffle", steps=8, n=10, batch_size=2, z=1.0, delta=1e-5, accountant="pld")
+    assert a.epsilon_accountant == pytest.approx(want, rel=1e-9)
+    for sampling, b in _SCHEMES:
+        out = A.one_run_gradient_audit(canaries=20, steps=6, noise_multiplier=1.0, batch_size=b, sampling=sampling)
+        want = own_epsilon("dp_sgd", sampling, steps=6, n=20, batch_size=b, z=1.0, delta=1e-5, accountant="rdp")
+        assert out["epsilon_accountant"] == pytest.approx(want, rel=1e-9), sampling
+        assert out["epsilon_lower"] <= out["epsilon_accountant"]
+
+
+# -- nonsense is refused (item 8; item 7's observe) --------------------------------------------------
+@pytest.mark.parametrize("bad", [np.array([1 + 1j, 2.0, 0.5]), torch.tensor([1 + 1j, 2.0, 0.5]),
+                                 ["1.0", "2.0", "0.5"], [1.0, None, 0.5]])
+def test_complex_or_non_numeric_scores_are_refused(bad):
+    ok = np.array([0.1, 0.2, 0.3])
+    with pytest.raises((TypeError, ValueError), match="scores_in"):
+        A.epsilon_lower_bound(bad, ok, delta=1e-5)
+    with pytest.raises((TypeError, ValueError), match="scores_out"):
+        A.epsilon_lower_bound(ok, bad, delta=1e-5)
+    with pytest.raises((TypeError, ValueError), match="scores"):
+        A.one_run_epsilon_lower_bound(bad, [True, False, True], delta=1e-5)
+
+
+@pytest.mark.parametrize("included", [[0.3, 1.0, 0.0, 1.0], [2, 0, 1, 0], ["yes", "no", "yes", "no"],
+                                      [True, True, True, True], [False, False, False, False], [1, 1, 1, 1],
+                                      torch.tensor([0.3, 1.0, 0.0, 1.0])])
+def test_one_run_included_must_be_a_boolean_mix(included):
+    with pytest.raises(ValueError, match="included"):
+        A.one_run_epsilon_lower_bound([0.1, 0.5, 0.2, 0.9], included, delta=1e-5, guesses=[(1, 1)])
+
+
+def test_one_run_included_accepts_booleans_and_zero_one():
+    s = [0.1, 0.5, 0.2, 0.9]
+    v = A.one_run_epsilon_lower_bound(s, [False, True, False, True], delta=1e-5, guesses=[(1, 1)])
+    assert A.one_run_epsilon_lower_bound(s, [0, 1, 0, 1], delta=1e-5, guesses=[(1, 1)]) == v
+    assert A.one_run_epsilon_lower_bound(s, torch.tensor([0.0, 1.0, 0.0, 1.0]), delta=1e-5, guesses=[(1, 1)]) == v
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(algorithm="dp_gd", sampling="poisson"), "sampling"),
+    (dict(algorithm="dp_gd", sampling="shuffle"), "sampling"),
+    (dict(algorithm="dp_gd", batch_size=2), "batch_size"),
+    (dict(dtype=torch.bfloat16), "dtype"),
+    (dict(dtype=torch.float16), "dtype"),
+    (dict(theta0=torch.zeros(2, dtype=torch.float16)), "theta0"),
+    (dict(theta0=torch.zeros(2, dtype=torch.bfloat16)), "theta0"),
+    (dict(accountant="moments"), "accountant"),
+])
+def test_audit_refuses_ignored_or_unsound_settings(kwargs, match):
+    kw = dict(algorithm="dp_sgd", runs=4, steps=5, noise_multiplier=1.0, n=10, batch_size=2, dim=2) | kwargs
+    with pytest.raises(ValueError, match=match):
+        A.gradient_canary_audit(**kw)
+
+
+def test_audit_16_bit_refusal_says_why_and_dp_gd_accepts_full():
+    with pytest.raises(ValueError, match=r"float32 or torch.float64 .*16-bit"):
+        A.gradient_canary_audit(runs=4, steps=5, noise_multiplier=1.0, n=10, batch_size=2, dtype=torch.bfloat16)
+    for sampling in (None, "full"):
+        a = A.gradient_canary_audit("dp_gd", runs=4, steps=5, noise_multiplier=1.0, n=10, sampling=sampling)
+        assert a.extra["sampling"] == "full"
+    X = torch.eye(3, dtype=torch.float16)
+    from dpclip_lab.losses import Logistic
+    with pytest.raises(ValueError, match="X"):
+        A.input_canary_audit(X, torch.ones(3), Logistic(), X[0], 1.0, runs=4, steps=3, noise_multiplier=1.0,
+                             batch_size=2)
+    X = torch.eye(3, dtype=torch.float64)
+    with pytest.raises(ValueError, match="sampling"):
+        A.input_canary_audit(X, torch.ones(3), Logistic(), X[0], 1.0, runs=4, steps=3, noise_multiplier=1.0,
+                             batch_size=None, algorithm="dp_gd", sampling="poisson")
+
+
+def test_epsilon_lower_names_observe():
+    a = A.gradient_canary_audit(runs=4, steps=3, noise_multiplier=1.0, n=10, batch_size=2)
+    for call in (lambda: a.epsilon_lower("foo"), lambda: a.epsilon_lower_curve("foo")):
+        with pytest.raises(ValueError, match=r"observe.*'last'.*'all'|observe.*'all'.*'last'"):
+            call()
+
+
+# -- a statistic that does not trust the claim (item 10) ---------------------------------------------
+@pytest.mark.parametrize("z, n, b, T", [
+    (0.9, 200, 2, 200),     # b = 2: before, the claimed-noise statistic certified 0.6-0.8 against a claim of 1.24
+    (1.0, 1000, 4, 50),     # b = 4, n = 1000 (the issue's setting): before 0.0-0.22 against a claim of 0.217
+])
+def test_broken_privatizer_is_caught_at_small_batches(z, n, b, T):
+    from dpclip_lab import get_epsilon
+    claimed = get_epsilon(noise_multiplier=z, sample_rate=b / n, steps=T, delta=1e-5, accountant="pld")
+    kw = dict(runs=3000, steps=T, noise_multiplier=z, n=n, batch_size=b, seed=3)
+    broken = A.gradient_canary_audit(privatizer=A.BrokenMeanNoisePrivatizer(1.0, z), **kw)
+    honest = A.gradient_canary_audit("dp_sgd", **kw)
+    assert broken.epsilon_lower("all") > claimed, (broken.epsilon_lower("all"), claimed)
+    assert max(honest.epsilon_lower("all"), honest.epsilon_lower("last")) <= claimed
+    # the calibration runs measure the noise the code really adds, not the claim
+    assert broken.extra["observed_noise_multiplier"] == pytest.approx(z / b, rel=0.05)
+    assert honest.extra["observed_noise_multiplier"] == pytest.approx(z, rel=0.05)
