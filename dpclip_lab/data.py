@@ -359,11 +359,13 @@ def dice_constant_bias(clip_norm: float, *, dtype=torch.float64, device=None) ->
     ``ξ_i = −1`` for ``i ≤ C'`` and ``ξ_N = C'``. The stationary point of SGD is
     ``x* = 0``; clipped SGD with threshold ``C`` stops at ``C/C' − 1``.
 
-    The paper takes ``C' = ⌊C⌋ + 1`` (the PDF is garbled here). For ``C < 1`` that
-    gives ``C' = 1``, and then every point of ``[C − 1, 1 − C]`` — including
-    ``x* = 0`` — is stationary for clipped SGD, so the example shows no bias. We
-    take ``C' = max(⌊C⌋ + 1, 2)``, which keeps the paper's construction for
-    ``C ≥ 1`` and makes the fixed point ``C/C' − 1`` unique for every ``C``.
+    The paper's ``C' = [C] + 1`` is garbled in the PDF: it reads as ``⌊C⌋ + 1`` or
+    ``⌈C⌉ + 1``. Both give an integer ``C' > C``, and the bias ``C/C' − 1 < 0`` holds
+    for every such ``C'`` (the constant-bias chapter checks both readings). The lab
+    takes ``⌊C⌋ + 1``, except that for ``C < 1`` it gives ``C' = 1``, and then every
+    point of ``[C − 1, 1 − C]`` — including ``x* = 0`` — is stationary for clipped
+    SGD, so the example shows no bias. So ``C' = max(⌊C⌋ + 1, 2)``: the paper's
+    construction for ``C ≥ 1``, and a unique fixed point ``C/C' − 1`` for every ``C``.
     """
     _check_float_dtype(dtype)
     C = check_positive(clip_norm, "clip_norm")
