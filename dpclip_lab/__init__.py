@@ -4,8 +4,8 @@ The package grows with the book: every function a chapter uses is importable her
 """
 __version__ = "0.1.0"
 
-from . import (accountants, algorithms, audit, comparison, data, geometry, ghost, huberization, losses, models, noise,
-               optima, privatizers, sampling, softmax, stability, training)
+from . import (accountants, algorithms, audit, comparison, data, geometry, ghost, huberization, losses, lower_bounds,
+               models, noise, optima, privatizers, sampling, softmax, stability, training)
 from .clipping import clip, clip_factor, clip_per_block, clipped_fraction, safe_norm
 from .glp import GLProblem, MeanEstimation
 from .per_sample import flat_params, per_sample_grads, unflatten
@@ -29,5 +29,5 @@ __all__ = [
     "dp_sgd_output_perturbation", "dp_sgd_gradient_perturbation", "dp_sgd_adaptive_clipping",
     "project_l2_ball", "project_interval", "sweep_grid", "DPResult", "train",
     "accountants", "algorithms", "data", "softmax", "training", "losses", "huberization", "noise", "optima", "privatizers", "sampling",
-    "audit", "comparison", "geometry", "ghost", "models", "stability",
+    "audit", "comparison", "geometry", "ghost", "lower_bounds", "models", "stability",
 ]

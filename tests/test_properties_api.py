@@ -1398,7 +1398,7 @@ ALLOW: dict[str, str] = {}
 # ``__all__`` of the submodules of ``dpclip_lab.__all__`` that these tests cover.
 PUBLIC_MODULES = [dl, alg, A, N, pb, dl.data, dl.losses, dl.huberization, dl.optima, dl.softmax,
                   dl.privatizers, dl.sampling, dl.training, dl.audit, dl.stability,
-                  dl.geometry, dl.comparison, dl.ghost, dl.models]
+                  dl.geometry, dl.comparison, dl.ghost, dl.models, dl.lower_bounds]
 # Submodules exported by ``dpclip_lab.__all__`` whose own ``__all__`` is NOT walked yet: they
 # arrived in the same round as this file (book Parts II-IV, auditing, ghost norms); property
 # tests for them are follow-up work on issue #14. A new exported module fails
@@ -1939,3 +1939,35 @@ def test_comparison(eps, seed):
     raises_naming(lambda: CMP.sweep_network("output_perturbation", lambda: MD.TinyCNN(2),
                                             torch.nn.functional.cross_entropy, data, epsilon=eps, delta=1e-5, steps=2,
                                             lr=0.1, batch_size=8, clip_norms=[1.0], seeds=1), "method")
+
+
+# --------------------------------------------------------------------------- certified lower bounds (issue #27)
+LB = dl.lower_bounds
+
+
+@SLOW
+@covers(LB.dicesgd_certified_lower_bound, LB.dicesgd_sum_statistic_law, LB.dicesgd_saturating_gradient_norm,
+        LB.CertifiedLowerBound)
+@given(n=st.integers(5, 200), frac=st.floats(0.05, 1.0), steps=st.integers(1, 60), z=st.floats(0.5, 50.0),
+       c2=st.floats(1.0, 4.0), variant=st.sampled_from(LB.VARIANTS))
+def test_dicesgd_certified_lower_bound_is_below_the_valid_record(n, frac, steps, z, c2, variant):
+    """A lower bound never exceeds the lab's valid upper bound (a violation is a bug in one of them), falls as the
+    noise grows, and bad inputs name their parameter."""
+    B = max(1, min(n, round(frac * n)))
+    kw = dict(n=n, batch_size=B, steps=steps, clip_norm=1.0, feedback_clip_norm=c2, delta=1e-5, variant=variant)
+    lo = LB.dicesgd_certified_lower_bound(noise_multiplier=z, **kw)
+    eps = float(lo)
+    assert math.isfinite(eps) and eps >= 0
+    assert float(LB.dicesgd_certified_lower_bound(noise_multiplier=2 * z, **kw)) <= eps + 1e-9
+    assert LB.dicesgd_saturating_gradient_norm(batch_size=B, steps=steps, clip_norm=1.0, feedback_clip_norm=c2,
+                                               variant=variant) >= 1.0   # at least C1
+    if variant == "alg2":                       # the lab's record covers Alg. 2 (add/remove, no amplification)
+        res = alg.DiceSGDResult(theta=torch.zeros(1), iterates=None, algorithm="DiceSGD", release="last",
+                                sampling="poisson", sample_rate=B / n, noise_multiplier=z, steps=steps,
+                                batch_size=B, n=n, clip_norm=1.0, feedback_clip_norm=c2)
+        assert eps <= res.epsilon(1e-5, accountant="pld") * (1 + 1e-6) + 1e-9
+    for bad in (0.0, -1.0, NAN):
+        raises_naming(lambda: LB.dicesgd_certified_lower_bound(noise_multiplier=bad, **kw), "noise_multiplier")
+    raises_naming(lambda: LB.dicesgd_certified_lower_bound(noise_multiplier=z, **{**kw, "delta": 1.5}), "delta")
+    raises_naming(lambda: LB.dicesgd_certified_lower_bound(noise_multiplier=z, **{**kw, "variant": "foo"}),
+                  "variant")
