@@ -21,12 +21,27 @@ help:
 	@echo "make assignments  student + autograder copies of the exercises in _build/assignments"
 	@echo "make clean  remove _build/"
 
+# PyTorch: the CPU build by default. PyPI's Linux torch wheel is the CUDA build (several GB of GPU
+# libraries), so torch comes from PyTorch's CPU index -- unless pip already finds the pinned release
+# without any index (a local wheel, as on the CI machines, which have no route to that index; its
+# dependencies then come with requirements.txt).
+# For a GPU:  make book TORCH_INDEX=https://download.pytorch.org/whl/cu128  (or TORCH_INDEX=pypi).
+TORCH_VERSION := $(shell sed -n 's/^torch==\([^ ]*\).*/\1/p' requirements.txt)
+TORCH_INDEX   ?= https://download.pytorch.org/whl/cpu
+
 # The stamp records that requirements.txt and the package were installed; it is
 # redone only when requirements.txt or pyproject.toml change.
 $(STAMP): requirements.txt pyproject.toml
 	@if [ ! -x $(BIN)/python ]; then \
 	    echo "creating $(VENV)/ with $(PYTHON) ($$($(PYTHON) --version))"; \
 	    $(PYTHON) -m venv $(VENV); \
+	fi
+	@if $(BIN)/python -m pip install --disable-pip-version-check -q --no-index --no-deps "torch==$(TORCH_VERSION)" 2>/dev/null; then \
+	    echo "torch $(TORCH_VERSION): found without an index"; \
+	elif [ "$(TORCH_INDEX)" = "pypi" ]; then \
+	    $(BIN)/python -m pip install --disable-pip-version-check "torch==$(TORCH_VERSION)"; \
+	else \
+	    $(BIN)/python -m pip install --disable-pip-version-check "torch==$(TORCH_VERSION)" --index-url $(TORCH_INDEX); \
 	fi
 	$(BIN)/python -m pip install --disable-pip-version-check -r requirements.txt -e .
 	@touch $@

@@ -75,12 +75,75 @@ def test_pyproject_ranges_admit_the_pins(requirements):
     for spec in declared:
         req = Requirement(spec)
         name = canonicalize_name(req.name)
+        if name == canonicalize_name(project["name"]):      # an extra that pulls another extra ([lab])
+            continue
         if name not in requirements:
             problems.append(f"{req.name} is in pyproject.toml but not pinned in requirements.txt")
         elif not req.specifier.contains(requirements[name], prereleases=True):
             problems.append(f"{spec!r} does not admit the pinned {name}=={requirements[name]}")
     assert not problems, "\n".join(problems)
 
+
+# --------------------------------------------------------------------------- the library as a dependency (issue #32, item 9)
+BOOK_ONLY = ("plotly", "ipywidgets", "cvxpy", "ot", "sklearn")
+
+
+def test_core_needs_none_of_the_book_extras():
+    """A user who wants the accountants, the algorithms or the CLI installs none of the [lab] extra:
+    the core imports and answers with those packages made unimportable."""
+    import subprocess
+    import sys
+
+    code = f"""
+import sys, importlib.abc
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split('.')[0] in {BOOK_ONLY!r}:
+            raise ImportError('blocked: ' + name)
+sys.meta_path.insert(0, Block())
+import torch, dpclip_lab as dl
+from dpclip_lab import cli
+assert 0.9 < dl.get_epsilon(noise_multiplier=1.1, sample_rate=0.01, steps=100, delta=1e-5) < 1.0
+r = dl.dp_sgd(lambda th, idx: torch.ones((idx.numel(), 2), dtype=th.dtype), torch.zeros(2, dtype=torch.float64),
+              n=10, steps=3, lr=0.1, clip_norm=1.0, noise_multiplier=1.0, batch_size=5, seed=0, progress=False)
+assert cli.main(["epsilon", "-z", "1.1", "-q", "0.01", "-T", "100", "-d", "1e-5"]) in (None, 0)
+loaded = sorted(m for m in sys.modules if m.split('.')[0] in {BOOK_ONLY!r})
+assert not loaded, loaded
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_default_setup_gets_cpu_torch():
+    """The README's set-up command installs PyTorch's CPU build on an ordinary machine (issue #32, item 8):
+    the pinned release from PyTorch's CPU index unless pip finds it without any index; TORCH_INDEX switches."""
+    import subprocess
+
+    def dry_run(*args):
+        proc = subprocess.run(["make", "-n", "-B", "venv", *args], capture_output=True, text=True, cwd=ROOT,
+                              timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    torch_pin = re.search(r"^torch==(\S+)", (ROOT / "requirements.txt").read_text(), re.M).group(1)
+    out = dry_run()
+    assert f'--no-index --no-deps "torch=={torch_pin}"' in out
+    assert f'"torch=={torch_pin}" --index-url https://download.pytorch.org/whl/cpu' in out
+    assert "download.pytorch.org/whl/cu128" in dry_run("TORCH_INDEX=https://download.pytorch.org/whl/cu128")
+
+
+def test_package_metadata_for_library_users():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+    assert project["license"] == "MIT" and "LICENSE" in project["license-files"]   # SPDX string, not a table
+    core = [Requirement(s) for s in project["dependencies"]]
+    assert not any(sp.operator == "==" for r in core for sp in r.specifier), "exact pins belong in requirements.txt"
+    names = {canonicalize_name(r.name) for r in core}
+    assert not names & {"plotly", "ipywidgets", "cvxpy", "pot", "scikit-learn"}, names
+    lab = {canonicalize_name(Requirement(s).name) for s in project["optional-dependencies"]["lab"]}
+    assert {"plotly", "ipywidgets", "cvxpy", "pot", "scikit-learn"} <= lab
+    ignored = (ROOT / ".gitignore").read_text().split()
+    assert "build/" in ignored and "dist/" in ignored
 
 
 # --------------------------------------------------------------------------- jupyterlab-myst (issue #10, items 2 and 13)
