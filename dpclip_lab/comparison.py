@@ -31,6 +31,8 @@ The module's functions:
 * :func:`sweep` — one method over clip norms × seeds (private and noise-free).
 * :func:`compare` — several methods on one problem: a dict of :class:`MethodSweep`.
 * :func:`summary_rows` — a narrow table of the results (best C, spread, bias/noise parts, time).
+* :func:`tune_step_size` — one method training a network over step sizes × seeds, η chosen on a
+  validation split (:class:`StepSizeSweep`; :func:`step_size_rows` tabulates several).
 
 References
 ----------
@@ -47,14 +49,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ._validation import check_int, check_open_unit, check_positive
+from ._validation import check_int, check_nonnegative, check_open_unit, check_positive
 from .accountants import get_noise_multiplier, make_accountant
 from .glp import GLProblem
 from .losses import Huber
 
 __all__ = ["METHODS", "GLP_ONLY", "NETWORK_METHODS", "skewed_problem", "calibrate", "sweep", "compare",
            "MethodSweep", "summary_rows", "band_traces", "NetworkSweep", "sweep_network", "compare_networks",
-           "network_rows"]
+           "network_rows", "TUNED_METHODS", "StepSizeSweep", "tune_step_size", "step_size_rows"]
 
 METHODS = ("dp_sgd", "automatic", "pre_clip", "adaptive", "dice_sgd", "automatic_dice_sgd",
            "output_perturbation", "gradient_perturbation")
@@ -485,4 +487,158 @@ def network_rows(results: dict, *, small: int | None = 0):
         rows.append((r.label, f"{a['C']:.3g}", f"{100 * a['mean']:.1f} [{100 * a['min']:.1f}, {100 * a['max']:.1f}]",
                      "—" if lo is None else f"{100 * lo['mean']:.1f} (C = {lo['C']:.3g})",
                      f"{r.epsilon_spent:.2f}", f"{1000 * r.seconds_per_run:.0f}"))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Step size tuned per method on a validation split (DiceSGD in practice, Part IV)
+# ---------------------------------------------------------------------------------------------
+#: Methods of :func:`tune_step_size`: noise-free training, DPSGD-GC and DiceSGD (C1 = C2 = C).
+TUNED_METHODS = ("nonprivate", "dp_sgd", "dice_sgd")
+
+
+@dataclass
+class StepSizeSweep:
+    """Lab utility: one method trained over a step-size grid × seeds; η is chosen on validation accuracy.
+
+    ``validation`` and ``test`` hold the accuracy ``[len(lrs), seeds]`` of the same runs on the
+    two held-out sets. :attr:`best` picks the η with the largest *validation* mean, so the
+    test accuracy at :attr:`best` (:attr:`accuracy`) is not selected on the test set.
+    """
+
+    method: str
+    lrs: torch.Tensor                   # [L]
+    validation: torch.Tensor            # [L, seeds], validation accuracy
+    test: torch.Tensor                  # [L, seeds], test accuracy
+    clip_norm: float | None
+    noise_multiplier: float
+    epsilon_spent: float                # ε at delta from one run's own record (inf without noise)
+    seconds_per_run: float
+
+    @property
+    def best(self) -> int:
+        """Index of the step size with the largest mean validation accuracy."""
+        return int(self.validation.mean(1).argmax())
+
+    @property
+    def lr(self) -> float:
+        """The chosen step size η."""
+        return float(self.lrs[self.best])
+
+    @property
+    def accuracy(self) -> torch.Tensor:
+        """Test accuracy ``[seeds]`` at the chosen step size."""
+        return self.test[self.best].double()
+
+    @property
+    def mean(self) -> float:
+        """Mean test accuracy over seeds at the chosen step size."""
+        return float(self.accuracy.mean())
+
+    @property
+    def se(self) -> float:
+        """Standard error of :attr:`mean` (sample standard deviation over seeds / √seeds)."""
+        a = self.accuracy
+        return float(a.std() / math.sqrt(a.numel())) if a.numel() > 1 else float("nan")
+
+
+def tune_step_size(method: str, make_model, loss_fn, train, validation, test, *, lrs, seeds: int, steps: int,
+                   batch_size: int, clip_norm: float | None = None, noise_multiplier: float = 0.0,
+                   optimizer: str = "adam", delta: float = 1e-5, accountant: str = "rdp") -> StepSizeSweep:
+    """Train ``len(lrs) × seeds`` copies of ``make_model()`` with ``method``, as one batched program.
+
+    Zhang et al. (2024), §4's comparison made fair in step size: DPSGD-GC (Alg. 1;
+    Abadi et al. (2016), Alg. 1), DiceSGD (Alg. 2, Alg. 3 with ``optimizer="adam"``;
+    C1 = C2 = ``clip_norm``) or noise-free training (``"nonprivate"``: no clipping, no
+    noise), each at every step size of ``lrs``, with the same number of ``steps``
+    and Poisson batches of expected size ``batch_size``. The step size is chosen by
+    validation accuracy (:attr:`StepSizeSweep.best`); the paper grid-searches η but does
+    not say on which data. The search over ``lrs`` is not accounted for privacy.
+
+    Run ``r`` has step size ``lrs[r // seeds]`` and seed ``s = r % seeds``: it starts from
+    ``torch.manual_seed(s)``'s initialization and draws its batches and noise from seed
+    ``s`` (``seed=range(seeds)``, :class:`dpclip_lab.sampling.SeedGroups`), so the step
+    sizes are compared on common random numbers. The noise multiplier is the
+    caller's (``noise_multiplier``: σ = z C / B on the averaged direction, for both
+    methods), so that a run can be set by a valid bound or by a paper's claim;
+    ``epsilon_spent`` is what a valid accountant certifies from the run's own record
+    (:meth:`dpclip_lab.algorithms.DiceSGDResult.dp_event` for DiceSGD) for **one** run
+    released alone; choosing η by comparing runs that share their noise is not covered
+    (:meth:`dpclip_lab.algorithms.DPResult.joint_dp_event`).
+
+    Parameters
+    ----------
+    method : one of :data:`TUNED_METHODS`
+    make_model : callable () -> nn.Module
+    loss_fn : callable (outputs, targets) -> scalar
+    train, validation, test : tuples (inputs, targets)
+    lrs : sequence of float
+        The step-size grid.
+    seeds : int
+    steps, batch_size, optimizer : T, expected batch size B, ``"adam"`` or ``"sgd"``.
+    clip_norm : float
+        C (C1 = C2 for DiceSGD); required for the private methods, ignored by ``"nonprivate"``.
+    noise_multiplier : float
+        z; must be 0 for ``"nonprivate"``.
+    delta, accountant : for ``epsilon_spent``.
+
+    Returns
+    -------
+    StepSizeSweep
+    """
+    from . import algorithms as A
+    from .batched_modules import batched_evaluate, batched_grad_fn, stacked_init
+
+    if method not in TUNED_METHODS:
+        raise ValueError(f"method must be one of {TUNED_METHODS}, got {method!r}")
+    seeds = check_int(seeds, "seeds", minimum=1)
+    z = check_nonnegative(noise_multiplier, "noise_multiplier")
+    if method == "nonprivate":
+        if z != 0:
+            raise ValueError(f"method 'nonprivate' has no noise: noise_multiplier must be 0, got {noise_multiplier!r}")
+        C = None
+    else:
+        if clip_norm is None:
+            raise ValueError(f"method {method!r} needs a clip_norm")
+        C = check_positive(clip_norm, "clip_norm")
+    for name, d in (("train", train), ("validation", validation), ("test", test)):
+        if not (isinstance(d, (tuple, list)) and len(d) == 2):
+            raise TypeError(f"{name} must be a tuple (inputs, targets)")
+    (X, y), (Xv, yv), (Xte, yte) = train, validation, test
+    try:
+        lr_grid = torch.as_tensor(lrs, dtype=torch.float64).reshape(-1)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"lrs must be a sequence of positive step sizes, got {lrs!r}") from None
+    if lr_grid.numel() == 0 or not bool(((lr_grid > 0) & torch.isfinite(lr_grid)).all()):
+        raise ValueError(f"lrs must be a non-empty sequence of finite positive step sizes, got {lrs!r}")
+    model = make_model()
+    dtype = next(model.parameters()).dtype
+    n = check_int(X.shape[0], "n", minimum=1)
+    grad_fn = batched_grad_fn(model, loss_fn, X, y)
+    L = lr_grid.numel()
+    theta0 = stacked_init(make_model, range(seeds)).to(dtype).repeat(L, 1)          # run r: seed r % seeds
+    lr = lr_grid.to(dtype).repeat_interleave(seeds)                                   # run r: lrs[r // seeds]
+    common = dict(n=n, steps=steps, lr=lr, batch_size=batch_size, optimizer=optimizer, seed=range(seeds),
+                  keep_iterates=False, progress=False)
+    grad_fn(theta0[:2], torch.zeros((2, 1), dtype=torch.long))  # warm-up (first vmap call), not timed
+    t0 = time.perf_counter()
+    if method == "dice_sgd":
+        res = A.dice_sgd(grad_fn, theta0, clip_norm=C, feedback_clip_norm=C, noise_multiplier=z, **common)
+    else:
+        res = A.dp_sgd(grad_fn, theta0, clip_norm=C, noise_multiplier=z, **common)
+    secs = (time.perf_counter() - t0) / len(lr)
+    acc_v = batched_evaluate(model, res.theta, loss_fn, Xv, yv)[1].reshape(L, seeds)
+    acc_t = batched_evaluate(model, res.theta, loss_fn, Xte, yte)[1].reshape(L, seeds)
+    eps = float("inf") if z == 0 else _epsilon_of(res, delta, accountant)
+    return StepSizeSweep(method, lr_grid, acc_v, acc_t, C, z, eps, secs)
+
+
+def step_size_rows(results: dict, *, digits: int = 1):
+    """Lab utility: rows (arm, z, certified ε, chosen η, validation %, test % mean ± SE) of ``{name: StepSizeSweep}``."""
+    rows = []
+    for name, r in results.items():
+        v = 100 * float(r.validation[r.best].mean())
+        rows.append((name, "—" if r.noise_multiplier == 0 else f"{r.noise_multiplier:.3g}",
+                     "∞ (no noise)" if math.isinf(r.epsilon_spent) else f"{r.epsilon_spent:.3g}", f"{r.lr:g}",
+                     f"{v:.{digits}f}", f"{100 * r.mean:.{digits}f} ± {100 * r.se:.{digits}f}"))
     return rows

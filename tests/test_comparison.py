@@ -116,3 +116,75 @@ def test_calibrate_is_memoized_per_family():
     assert a == b and cmp.calibrate("automatic_dice_sgd", **kw) == cmp.calibrate("dice_sgd", **kw)
     with pytest.raises(ValueError, match="epsilon"):
         cmp.calibrate("dp_sgd", **dict(kw, epsilon=-1.0))
+
+
+def _tuning_data():
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(300, 5, generator=g)
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).long()
+    return (X[:200], y[:200]), (X[200:250], y[200:250]), (X[250:], y[250:])
+
+
+def _linear():
+    return torch.nn.Linear(5, 2)
+
+
+def test_tune_step_size_shapes_choice_and_privacy():
+    train, valid, test = _tuning_data()
+    kw = dict(lrs=[1e-4, 0.05, 0.5], seeds=3, steps=30, batch_size=20, clip_norm=1.0, delta=1e-5)
+    loss = torch.nn.functional.cross_entropy
+    z = dl.get_noise_multiplier(target_epsilon=4.0, target_delta=1e-5, sample_rate=0.1, steps=30)
+    free = cmp.tune_step_size("nonprivate", _linear, loss, train, valid, test, **kw)
+    gc = cmp.tune_step_size("dp_sgd", _linear, loss, train, valid, test, noise_multiplier=z, **kw)
+    dice = cmp.tune_step_size("dice_sgd", _linear, loss, train, valid, test, noise_multiplier=z, **kw)
+    for r in (free, gc, dice):
+        assert r.validation.shape == (3, 3) and r.test.shape == (3, 3)
+        assert r.best == int(r.validation.mean(1).argmax())           # chosen on validation, not test
+        assert r.lr == kw["lrs"][r.best] and r.accuracy.shape == (3,)
+        assert r.mean == pytest.approx(float(r.test[r.best].double().mean()))
+        assert r.se == pytest.approx(float(r.test[r.best].double().std()) / math.sqrt(3))
+        assert r.seconds_per_run > 0
+    assert free.best > 0 and free.mean > 0.8                           # a tiny η does not train: not chosen
+    assert math.isinf(free.epsilon_spent) and free.clip_norm is None
+    assert gc.epsilon_spent <= 4.0 * (1 + 1e-6)                       # DP-SGD's z is calibrated for this event
+    assert dice.epsilon_spent > 100                                     # the same z is far from private for DiceSGD
+    rows = cmp.step_size_rows({"free": free, "gc": gc})
+    assert len(rows) == 2 and all(len(r) == 6 for r in rows) and rows[0][2].startswith("∞")
+
+
+def test_tune_step_size_runs_are_the_single_step_size_runs():
+    """Run (η, seed s) of a sweep is the run of η alone with seed s (common random numbers over η)."""
+    train, valid, test = _tuning_data()
+    kw = dict(seeds=2, steps=10, batch_size=20, clip_norm=0.5, noise_multiplier=1.0)
+    loss = torch.nn.functional.cross_entropy
+    both = cmp.tune_step_size("dice_sgd", _linear, loss, train, valid, test, lrs=[0.01, 0.1], **kw)
+    one = cmp.tune_step_size("dice_sgd", _linear, loss, train, valid, test, lrs=[0.1], **kw)
+    assert torch.equal(both.test[1], one.test[0]) and torch.equal(both.validation[1], one.validation[0])
+
+
+@pytest.mark.parametrize("method,kw,err,msg", [
+    ("adam", {}, ValueError, "method"),
+    ("dp_sgd", dict(clip_norm=None), ValueError, "clip_norm"),
+    ("nonprivate", dict(noise_multiplier=1.0), ValueError, "noise"),
+    ("dp_sgd", dict(noise_multiplier=-1.0), ValueError, "noise_multiplier"),
+    ("dp_sgd", dict(lrs=[]), ValueError, "lrs"),
+    ("dp_sgd", dict(lrs=[0.1, -1.0]), ValueError, "lrs"),
+    ("dp_sgd", dict(lrs=[float("inf")]), ValueError, "lrs"),
+    ("dp_sgd", dict(lrs="fast"), TypeError, "lrs"),
+    ("dp_sgd", dict(noise_multiplier=float("nan")), ValueError, "noise_multiplier"),
+    ("dp_sgd", dict(clip_norm=float("nan")), ValueError, "clip_norm"),
+    ("dp_sgd", dict(seeds=0), ValueError, "seeds"),
+])
+def test_tune_step_size_validates(method, kw, err, msg):
+    train, valid, test = _tuning_data()
+    args = dict(lrs=[0.1], seeds=1, steps=2, batch_size=10, clip_norm=1.0, noise_multiplier=0.0)
+    args.update(kw)
+    with pytest.raises(err, match=msg):
+        cmp.tune_step_size(method, _linear, torch.nn.functional.cross_entropy, train, valid, test, **args)
+
+
+def test_tune_step_size_needs_pairs():
+    train, valid, test = _tuning_data()
+    with pytest.raises(TypeError, match="validation"):
+        cmp.tune_step_size("nonprivate", _linear, torch.nn.functional.cross_entropy, train, valid[0], test,
+                           lrs=[0.1], seeds=1, steps=2, batch_size=10)

@@ -1941,6 +1941,34 @@ def test_comparison(eps, seed):
                                             lr=0.1, batch_size=8, clip_norms=[1.0], seeds=1), "method")
 
 
+@settings(max_examples=2, **_COMMON)
+@covers(CMP.StepSizeSweep, CMP.tune_step_size, CMP.step_size_rows)
+@given(eps=st.floats(0.5, 8.0), seed=st.integers(0, 9))
+def test_comparison_step_size(eps, seed):
+    ds = dl.data.digits(images=True, dtype=torch.float32, seed=seed)
+    tr, va, te = ((ds.X_train[:40], ds.y_train[:40]), (ds.X_train[40:60], ds.y_train[40:60]),
+                  (ds.X_test[:20], ds.y_test[:20]))
+    z = dl.get_noise_multiplier(target_epsilon=eps, target_delta=1e-5, sample_rate=8 / 40, steps=2)
+    kw = dict(lrs=[0.01, 0.1], seeds=2, steps=2, batch_size=8, clip_norm=1.0, noise_multiplier=z)
+    run = lambda method="dp_sgd", **over: CMP.tune_step_size(  # noqa: E731
+        method, lambda: MD.TinyCNN(2), torch.nn.functional.cross_entropy, tr, va, te, **{**kw, **over})
+    for method in ("dp_sgd", "dice_sgd"):
+        r = run(method)
+        assert isinstance(r, CMP.StepSizeSweep)
+        finite_tensor(r.validation), finite_tensor(r.test)
+        assert 0 <= r.mean <= 1 and math.isfinite(r.se) and r.lr in kw["lrs"]
+        if method == "dp_sgd":
+            assert r.epsilon_spent <= eps * (1 + 1e-6)
+    assert CMP.step_size_rows({"dp": r})
+    for bad in (0.0, -1.0, NAN, INF):
+        raises_naming(lambda: run(clip_norm=bad), "clip_norm")
+        raises_naming(lambda: run(lrs=[bad]), "lrs")
+    for bad in (-1.0, NAN, INF):
+        raises_naming(lambda: run(noise_multiplier=bad), "noise_multiplier")
+    raises_naming(lambda: run("foo"), "method")
+    raises_naming(lambda: run(seeds=0), "seeds")
+
+
 # --------------------------------------------------------------------------- certified lower bounds (issue #27)
 LB = dl.lower_bounds
 
