@@ -177,6 +177,32 @@ class SGDRuns:
             raise ValueError("no neighbouring runs: call sgd_runs with replace=(index, x', y')")
         return torch.linalg.vector_norm(self.average - self.average_prime, dim=-1)
 
+    def tail_average(self, ends, starts=None) -> torch.Tensor:
+        """Tail (suffix) averages ``(1/(T − s)) Σ_{s < t ≤ T} w_t`` ``[runs, K, p]``, one per ``T`` in ``ends``.
+
+        ``starts`` (default ``T // 2`` for each ``T``: the last half of the iterates) and
+        ``ends`` must be recorded checkpoints (``s = 0`` allowed: the average of Def. 1). The
+        tail average is a difference of recorded prefix averages,
+        ``(T·avg_T − s·avg_s) / (T − s)``, so one run to the largest ``T`` serves every horizon.
+        Wang et al. (Def. 1, Alg. 1) average all iterates; the tail drops the start ``w_1 = 0``.
+        """
+        ends = [int(T) for T in ends]
+        starts = [T // 2 for T in ends] if starts is None else [int(s) for s in starts]
+        if len(starts) != len(ends):
+            raise ValueError(f"starts and ends must have the same length, got {len(starts)} and {len(ends)}")
+        pos = {c: k for k, c in enumerate(self.checkpoints)}
+        out = []
+        for T, s in zip(ends, starts):
+            if not 0 <= s < T:
+                raise ValueError(f"need 0 <= start < end, got start={s}, end={T}")
+            missing = [c for c in (T, s) if c != 0 and c not in pos]
+            if missing:
+                raise ValueError(f"{missing} not among the recorded checkpoints {self.checkpoints}: "
+                                 "pass them to sgd_runs(checkpoints=...)")
+            head = 0.0 if s == 0 else s * self.average[:, pos[s]]
+            out.append((T * self.average[:, pos[T]] - head) / (T - s))
+        return torch.stack(out, 1)
+
 
 def _per_run(v, runs, like, name):
     t = torch.as_tensor(v, dtype=like.dtype, device=like.device)

@@ -70,6 +70,26 @@ def test_sgd_runs_matches_a_plain_loop():
     assert torch.allclose(out.average[:, 2], W.mean(1))
 
 
+def test_tail_average_is_the_mean_of_the_last_iterates():
+    g = torch.Generator().manual_seed(3)
+    X = torch.randn(20, 3, generator=g, dtype=torch.float64) / 2
+    y = torch.sign(torch.randn(20, generator=g, dtype=torch.float64))
+    out = st.sgd_runs(X, y, family="hinge", q=1.5, lr=0.3, steps=50, runs=2, radius=1.0, seed=7,
+                      checkpoints=[5, 10, 25, 50])
+    full = st.sgd_runs(X, y, family="hinge", q=1.5, lr=0.3, steps=50, runs=2, radius=1.0, seed=7,
+                       checkpoints=list(range(1, 51)))
+    W = torch.stack([full.average[:, 0]] + [t * full.average[:, t - 1] - (t - 1) * full.average[:, t - 2]
+                                            for t in range(2, 51)], 1)          # the iterates w_1..w_50
+    tail = out.tail_average([10, 50])                                           # last halves: (5, 10], (25, 50]
+    assert tail.shape == (2, 2, 3)
+    assert torch.allclose(tail[:, 0], W[:, 5:10].mean(1)) and torch.allclose(tail[:, 1], W[:, 25:50].mean(1))
+    assert torch.allclose(out.tail_average([50], [0])[:, 0], out.average[:, -1])
+    with pytest.raises(ValueError, match="checkpoints"):
+        out.tail_average([50], [20])
+    with pytest.raises(ValueError, match="start < end"):
+        out.tail_average([10], [10])
+
+
 def test_neighbouring_runs_coincide_until_the_replaced_row_is_drawn():
     ds = dl.data.breast_cancer(seed=0)
     runs = 64
