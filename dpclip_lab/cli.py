@@ -28,6 +28,7 @@ import argparse
 import json
 import math
 import sys
+import warnings
 from collections.abc import Sequence
 
 __all__ = ["main", "build_parser", "resolve_sample_rate", "resolve_steps"]
@@ -200,15 +201,23 @@ def _text(result: dict) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Lab utility: Entry point of the ``dpclip-lab`` console script; returns the exit status."""
+    """Lab utility: Entry point of the ``dpclip-lab`` console script; returns the exit status.
+
+    Warnings of the computation (e.g. the PLD accountant reporting its RDP fallback) are
+    printed once each, after the result, as ``dpclip-lab <command>: warning: ...`` on stderr.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     sub = parser._subparsers._group_actions[0].choices[args.command]  # for errors with its prog name
-    try:
-        result = _run_epsilon(args) if args.command == "epsilon" else _run_noise(args)
-    except (ValueError, TypeError) as err:
-        sub.error(str(err))   # exits with status 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = _run_epsilon(args) if args.command == "epsilon" else _run_noise(args)
+        except (ValueError, TypeError) as err:
+            sub.error(str(err))   # exits with status 2
     print(json.dumps(result, indent=2) if args.json else _text(result))
+    for message in dict.fromkeys(str(w.message) for w in caught):   # each once, in order
+        print(f"{sub.prog}: warning: {message}", file=sys.stderr)
     return 0
 
 

@@ -7,6 +7,7 @@ setting of Abadi et al. (2016) and Opacus, with the same argument names as Opacu
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
@@ -55,6 +56,9 @@ def get_epsilon(*, noise_multiplier, sample_rate, steps, delta, accountant="rdp"
     epsilon : float
         With ``sample_rate=1`` and "pld" this is the analytic Gaussian mechanism's ε at
         noise multiplier z/√T (Balle & Wang 2018), up to the stated error, never below.
+        Every z > 0 gives a valid bound: inf where it overflows (z below ~1e-154), and
+        "pld" reports the RDP bound, with a ``PLDFallbackWarning``, where the privacy loss
+        is too wide for its grid (z below ~1.4e-3).
 
     References
     ----------
@@ -71,6 +75,12 @@ def get_epsilon(*, noise_multiplier, sample_rate, steps, delta, accountant="rdp"
     return float(acc.compose(PoissonSampledEvent(q, GaussianEvent(z)), steps).get_epsilon(delta))
 
 
+#: The search range of :func:`get_noise_multiplier`: up to _Z_MAX, and down to the smallest
+#: positive normal float (the accountants answer for every z > 0: a finite bound or inf).
+_Z_MAX = 1e4
+_Z_MIN = sys.float_info.min
+
+
 def get_noise_multiplier(*, target_epsilon, target_delta, sample_rate, steps,
                          accountant="rdp", epsilon_tolerance=0.01) -> float:
     """Smallest noise multiplier z (to tolerance) whose ε is at most ``target_epsilon``.
@@ -78,8 +88,11 @@ def get_noise_multiplier(*, target_epsilon, target_delta, sample_rate, steps,
     Source: the inverse of :func:`get_epsilon` (Opacus's name), whose accountants follow Mironov (2017), Prop. 1 and Balle et al. (2020), Thm 21.
 
     Bisection on z (ε falls as z grows). The returned z always satisfies
-    ``get_epsilon(z) <= target_epsilon`` and ``get_epsilon(z) > target_epsilon -
-    epsilon_tolerance`` (unless z is at the lower search limit).
+    ``get_epsilon(z) <= target_epsilon`` and ``get_epsilon(z) >= target_epsilon -
+    epsilon_tolerance`` (unless z is at the lower search limit, the smallest positive
+    normal float ~2.2e-308, which no target reaches: ε is inf there). Huge targets are
+    searched for downward as far as needed (ε = 1e9 needs z ~ 1e-4); the bisection runs to
+    adjacent floats if the tolerance needs it.
 
     Parameters
     ----------
@@ -99,7 +112,10 @@ def get_noise_multiplier(*, target_epsilon, target_delta, sample_rate, steps,
     ------
     ValueError
         If the target cannot be reached with z ≤ 1e4 (e.g. a target ε below what the
-        RDP orders can certify, or δ too small).
+        RDP orders can certify, or δ too small); or if no float z meets the tolerance
+        (the accountant's ε jumps by more than ``epsilon_tolerance`` between two adjacent
+        floats — e.g. where "pld" hands over to its RDP fallback); the message names the
+        largest ε ≤ target found, at which z, so a looser ``epsilon_tolerance`` can be asked for.
 
     References
     ----------
@@ -112,12 +128,15 @@ def get_noise_multiplier(*, target_epsilon, target_delta, sample_rate, steps,
     tol = check_positive(epsilon_tolerance, "epsilon_tolerance")
     if accountant not in ACCOUNTANTS:
         raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
+    memo = {}
 
     def eps(z):
-        return get_epsilon(noise_multiplier=z, sample_rate=q, steps=steps, delta=delta,
-                           accountant=accountant)
+        if z not in memo:
+            memo[z] = get_epsilon(noise_multiplier=z, sample_rate=q, steps=steps, delta=delta,
+                                  accountant=accountant)
+        return memo[z]
 
-    z_max = 1e4
+    z_max = _Z_MAX
     z_hi = 1.0
     e_hi = eps(z_hi)
     while e_hi > eps_t:
@@ -129,20 +148,39 @@ def get_noise_multiplier(*, target_epsilon, target_delta, sample_rate, steps,
         z_hi = min(z_hi * 4.0, z_max)
         e_hi = eps(z_hi)
     z_lo = z_hi / 4.0 if z_hi > 1.0 else 0.0
-    z_min = 1e-3
     if z_lo == 0.0:
+        # ε(1) <= target: search downward, 1/4, 1/16, ..., 4^-5 (then bisect on [z_lo, 1]) ...
         z_lo = z_hi
-        while z_lo > z_min:
+        while z_lo > 1e-3:
             z_lo /= 4.0
             if eps(z_lo) > eps_t:
                 break
         else:
-            return z_hi if eps(z_hi) <= eps_t else z_hi  # pragma: no cover
-        if eps(z_lo) <= eps_t:
-            return z_lo
+            # ... and, for huge targets, on: z, z², z⁴, ... down to _Z_MIN, then bisect
+            # in log z until the bracket is a factor 4 wide.
+            z_hi, e_hi = z_lo, eps(z_lo)
+            while True:
+                if z_hi <= _Z_MIN:
+                    return float(z_hi)               # the lower search limit meets the target
+                z_lo = max(z_hi * z_hi, _Z_MIN)
+                if eps(z_lo) > eps_t:
+                    break
+                z_hi, e_hi = z_lo, eps(z_lo)
+            while e_hi < eps_t - tol and z_hi > 4.0 * z_lo:
+                z_mid = math.sqrt(z_lo) * math.sqrt(z_hi)   # (z_lo * z_hi may underflow)
+                if eps(z_mid) > eps_t:
+                    z_lo = z_mid
+                else:
+                    z_hi, e_hi = z_mid, eps(z_mid)
     # invariant: eps(z_lo) > target >= eps(z_hi)
-    while e_hi < eps_t - tol and z_hi - z_lo > 1e-9 * z_hi:
+    while e_hi < eps_t - tol:
         z_mid = 0.5 * (z_lo + z_hi)
+        if not z_lo < z_mid < z_hi:                  # adjacent floats: no z meets the tolerance
+            raise ValueError(
+                f"no noise_multiplier gives target_epsilon - epsilon_tolerance <= ε <= target_epsilon "
+                f"(target_epsilon={eps_t!r}, epsilon_tolerance={tol!r}): the {accountant} accountant's "
+                f"ε jumps from {eps(z_lo)!r} at z={z_lo!r} to {e_hi!r} at the next float z={z_hi!r}; "
+                f"z={z_hi!r} meets the target — pass a larger epsilon_tolerance to accept it")
         e_mid = eps(z_mid)
         if e_mid > eps_t:
             z_lo = z_mid

@@ -25,9 +25,23 @@ CONVERSIONS = ("improved", "classic")
 
 
 def _check_orders(orders) -> np.ndarray:
-    """Non-empty 1-D array of finite orders > 1 (an empty one would certify ε = 0)."""
-    from .rdp import _as_orders
-    return _as_orders(orders)
+    """``orders`` as a 1-D float array: non-empty, every entry finite and > 1.
+
+    An empty array would make every accountant report ε = 0 (no order, no bound), so
+    it is refused like any other invalid order. (Shared with :mod:`.rdp`, which imports
+    it from here: conversions sit below the RDP functions and import nothing of theirs.)
+    """
+    if isinstance(orders, (str, bytes)):
+        raise TypeError(f"orders must be an array of numbers > 1, got {orders!r}")
+    try:
+        o = np.atleast_1d(np.asarray(orders, dtype=float))
+    except (TypeError, ValueError):
+        raise TypeError(f"orders must be an array of numbers > 1, got {orders!r}") from None
+    if o.ndim != 1 or o.size == 0:
+        raise ValueError(f"orders must be a non-empty 1-D array of numbers > 1, got {orders!r}")
+    if not np.all(np.isfinite(o)) or not np.all(o > 1):
+        raise ValueError(f"orders must be finite numbers > 1, got {orders!r}")
+    return o
 
 
 def _check_rdp(r: np.ndarray) -> None:

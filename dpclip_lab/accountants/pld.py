@@ -55,6 +55,11 @@ _TAIL_SIGMAS = 10.0          # Gaussian tails beyond 10 std (7.6e-24) go to the 
 _WINDOW_TAIL = 1e-15         # Chernoff tail mass allowed outside the FFT window
 _MAX_FFT = 1 << 23
 _MAX_GRID = 1 << 19          # points of one step's discretized loss (memory: ~4 MB per array)
+#: The coarsest grid spacing used. A privacy loss too wide for 2^19 points at this spacing
+#: (a Gaussian step with noise multiplier below ~1.4e-3, whose loss spans ~1/z²) is accounted
+#: by the RDP accountant instead (``get_epsilon``; a PLDFallbackWarning says so). Coarser
+#: grids would stay valid upper bounds in exact arithmetic, but e^h overflows at h ≈ 710.
+_MAX_SPACING = 1.0
 
 
 class PLDFallbackWarning(UserWarning):
@@ -63,7 +68,10 @@ class PLDFallbackWarning(UserWarning):
     Raised (as a warning) when the FFT composition gives ε = inf — its float error
     bound or the infinite-loss mass exceeds δ (tiny δ, very long runs) — and the
     accountant answers with a coarser grid or with the RDP accountant on the same
-    events instead (both are valid upper bounds; see ``PLDAccountant.last_query``).
+    events instead (both are valid upper bounds; see ``PLDAccountant.last_query``);
+    and when the privacy loss is too wide for any grid (noise multiplier below ~1.4e-3:
+    the loss of one step spans ~1/z²), where ``get_epsilon`` reports the RDP bound and
+    ``get_delta`` the trivial bound δ = 1.
     """
 
 
@@ -86,15 +94,17 @@ def _base_profile(event):
         z = event.noise_multiplier
         if z == 0:
             return None
-        r = _TAIL_SIGMAS / z + 0.5 / (z * z)
+        zz = z * z
+        r = _TAIL_SIGMAS / z + 0.5 / zz if zz > 0 else math.inf   # inf: too wide for a grid
         return (lambda e: gaussian_delta_for_epsilon(z, e)), -r, r
     if isinstance(event, LaplaceEvent):
         a = 1.0 / event.noise_multiplier
 
         def laplace_delta(e):
             e = np.asarray(e, dtype=float)
-            return np.where(e >= a, 0.0,
-                            np.where(e <= -a, -np.expm1(e), -np.expm1((e - a) / 2.0)))
+            return np.where(e >= a, 0.0,                 # (branches clamped where not selected)
+                            np.where(e <= -a, -np.expm1(np.minimum(e, 0.0)),
+                                     -np.expm1(np.minimum(e - a, 0.0) / 2.0)))
         return laplace_delta, -a, a
     if isinstance(event, EpsilonDeltaEvent):
         e0, d0 = event.epsilon, event.delta
@@ -131,20 +141,29 @@ def privacy_profile(event):
         if q == 1.0:
             p = _Profile(d_b, lo, hi)
             return p, p
-        l1q = math.log1p(-q)
+        l1q, lq = math.log1p(-q), math.log(q)
+
+        # log(1 + (e^x − 1)/q) for x > log(1 − q); where (e^x − 1)/q would overflow (x − log q
+        # > 709, a loss range of hundreds: noise multiplier below ~0.04) as the equal
+        # x − log q + log1p(−(1 − q) e^{−x}).
+        def log_mix(x):
+            big = x - lq > 709.0
+            with np.errstate(invalid="ignore", divide="ignore"):
+                small_x = np.log1p(np.expm1(np.where(big, 0.0, x)) / q)
+                big_x = x - lq + np.log1p(-(1.0 - q) * np.exp(-np.where(big, x, 709.0)))
+            return np.where(big, big_x, small_x)
 
         def remove(e):
             e = np.asarray(e, dtype=float)
             with np.errstate(invalid="ignore", divide="ignore"):
-                inner = np.log1p(np.expm1(e) / q)
-                out = q * d_b(np.where(e > l1q, inner, 0.0))
-            return np.where(e > l1q, out, -np.expm1(e))
+                out = q * d_b(np.where(e > l1q, log_mix(np.where(e > l1q, e, 0.0)), 0.0))
+            return np.where(e > l1q, out, -np.expm1(np.minimum(e, l1q)))
 
         def add(e):
             e = np.asarray(e, dtype=float)
             ok = e < -l1q
             with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-                inner = -np.log1p(np.expm1(-np.where(ok, e, 0.0)) / q)
+                inner = -log_mix(-np.where(ok, e, 0.0))
                 pref = -np.expm1(np.where(ok, e, 0.0)) + q * np.exp(np.where(ok, e, 0.0))
                 out = pref * d_b(inner)
             return np.where(ok, out, 0.0)
@@ -298,6 +317,10 @@ class _TooFine(Exception):
     pass
 
 
+class _TooWide(Exception):
+    """The privacy loss cannot be put on a grid of spacing ≤ _MAX_SPACING (see there)."""
+
+
 class PLDAccountant:
     """Tight accountant: privacy-loss distributions, connect-the-dots, FFT composition.
 
@@ -366,10 +389,11 @@ class PLDAccountant:
 
     def _grid_points(self, h: float) -> int:
         """Points of the largest one-step discretization at spacing h (before building it)."""
-        most = 0
+        most = 0.0
         for ev, _ in self._leaves:
             for prof in privacy_profile(ev):
-                most = max(most, (prof.hi - prof.lo) / h + 3)
+                span = prof.hi - prof.lo
+                most = max(most, span / h + 3 if math.isfinite(span) else math.inf)
         return int(min(most, 1e18))
 
     def _composed(self, h: float):
@@ -378,6 +402,7 @@ class PLDAccountant:
         The grid is coarsened (h doubled; the result stays an upper bound) until one
         step's discretization has at most 2^19 points and the FFT window at most 2^23,
         *before* anything of that size is allocated. The spacing used is ``h_used``.
+        Raises ``_TooWide`` if that needs a spacing above ``_MAX_SPACING``.
         """
         if self._cache is None:
             self._cache = {}
@@ -390,6 +415,8 @@ class PLDAccountant:
         h_req = h
         while self._grid_points(h) > _MAX_GRID:
             h *= 2.0
+            if h > _MAX_SPACING:
+                raise _TooWide(h)
         while True:
             try:
                 out = [_Composed([(*_discretize_cached(ev, d, h), c) for ev, c in merged.items()], h)
@@ -397,6 +424,8 @@ class PLDAccountant:
                 break
             except _TooFine:
                 h *= 2.0                             # coarser grid: still an upper bound
+                if h > _MAX_SPACING:
+                    raise _TooWide(h) from None
         self._cache[h_req] = (out, h)
         self.h_used = h
         return out
@@ -418,7 +447,7 @@ class PLDAccountant:
             return self.value_discretization_interval
         n = sum(c for _, c in self._leaves)
         r = self.target_relative_error
-        h = max(1e-3, self._grid_points(1.0) / 2.0 ** 15)
+        h = min(max(1e-3, self._grid_points(1.0) / 2.0 ** 15), _MAX_SPACING)
         for _ in range(4):
             eps = query(h)
             if not math.isfinite(eps):
@@ -452,6 +481,11 @@ class PLDAccountant:
         of these valid upper bounds, and warns with :class:`PLDFallbackWarning`. What
         was used is recorded in ``last_query`` (``method``: ``"pld"``,
         ``"pld (coarser grid)"`` or ``"rdp"``; ``h``; ``pld_epsilon``; ``rdp_epsilon``).
+
+        If the privacy loss of a step is too wide for a grid (spacing above 1: a Gaussian
+        with noise multiplier below ~1.4e-3), the RDP accountant's ε is reported (inf if
+        an event has no RDP bound), with the same warning and ``last_query["method"] ==
+        "rdp"``, ``last_query["h"] is None``.
         """
         delta = check_open_unit(delta, "delta")
         if self.non_private:
@@ -461,7 +495,17 @@ class PLDAccountant:
             self.last_query = {"method": "none", "epsilon": 0.0}
             return 0.0
         query = lambda h: max(c.epsilon(delta) for c in self._composed(h))  # noqa: E731
-        eps = query(self._auto_h(query))
+        try:
+            eps = query(self._auto_h(query))
+        except _TooWide:
+            rdp = self._rdp_epsilon(delta)
+            self.last_query = {"method": "rdp", "h": None, "epsilon": rdp, "pld_epsilon": math.inf,
+                               "rdp_epsilon": rdp}
+            warnings.warn(PLDFallbackWarning(
+                f"the privacy loss of one step spans more than a PLD grid of {_MAX_GRID} points at "
+                f"spacing {_MAX_SPACING:g} covers (noise_multiplier below ~1.4e-3); reporting "
+                f"ε = {rdp:.6g} from rdp instead (an upper bound)"), stacklevel=2)
+            return rdp
         self.last_query = {"method": "pld", "h": self.h_used, "epsilon": eps}
         if math.isfinite(eps):
             return eps
@@ -471,7 +515,10 @@ class PLDAccountant:
             h *= 8.0
             if h > 0.5:
                 break
-            e = query(h)
+            try:
+                e = query(h)
+            except _TooWide:
+                break
             if e < best:
                 best, method, h_best = e, "pld (coarser grid)", self.h_used
             if math.isfinite(e):
@@ -489,14 +536,25 @@ class PLDAccountant:
         return best
 
     def get_delta(self, epsilon) -> float:
-        """δ of the composed run at ``epsilon`` ≥ 0 (an upper bound)."""
+        """δ of the composed run at ``epsilon`` ≥ 0 (an upper bound).
+
+        Where the privacy loss is too wide for a grid (see :meth:`get_epsilon`), the trivial
+        bound δ = 1 is returned, with a :class:`PLDFallbackWarning`.
+        """
         epsilon = check_nonnegative(epsilon, "epsilon")
         if self.non_private:
             return 1.0
         if not self._leaves:
             return 0.0
-        h = self._auto_h(lambda h: epsilon)
-        return max(c.delta(epsilon) for c in self._composed(h))
+        try:
+            h = self._auto_h(lambda h: epsilon)
+            return max(c.delta(epsilon) for c in self._composed(h))
+        except _TooWide:
+            warnings.warn(PLDFallbackWarning(
+                f"the privacy loss of one step spans more than a PLD grid of {_MAX_GRID} points at "
+                f"spacing {_MAX_SPACING:g} covers (noise_multiplier below ~1.4e-3); reporting the "
+                "trivial bound δ = 1"), stacklevel=2)
+            return 1.0
 
 
 _DISC_CACHE: dict = {}

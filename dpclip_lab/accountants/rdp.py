@@ -27,7 +27,11 @@ from functools import lru_cache
 import numpy as np
 from scipy import special
 
-from .._validation import check_nonnegative, check_positive, check_probability
+from .._validation import (check_int, check_nonnegative, check_open_unit, check_positive,
+                           check_probability)
+from .conversions import _check_orders, rdp_to_epsilon
+from .events import (EpsilonDeltaEvent, GaussianEvent, LaplaceEvent, NonPrivateEvent, NoOpEvent,
+                     PoissonSampledEvent, SampledWithoutReplacementEvent, flatten, unsupported)
 
 __all__ = [
     "DEFAULT_ORDERS",
@@ -43,40 +47,56 @@ __all__ = [
 #: 12, …, 63, so that ε is never looser than Opacus's on the same conversion beyond
 #: ~1e-10 relative, where our fractional-order values are rounded up), then a
 #: coarse geometric tail to 2048 (tiny ε).
-DEFAULT_ORDERS = np.unique(np.concatenate([
+DEFAULT_ORDERS = _check_orders(np.unique(np.concatenate([
     np.round(np.arange(1.01, 1.1, 0.01), 2),
     np.round(np.arange(1.1, 11.0, 0.1), 1),
     np.arange(3.0, 10.0, 0.25),
     np.arange(10, 65, 1.0),
     [72, 80, 96, 112, 128, 160, 192, 256, 320, 384, 512, 768, 1024, 1536, 2048.0],
-]))
+])))
 DEFAULT_ORDERS.setflags(write=False)
 
 
 def _as_orders(orders) -> np.ndarray:
-    """``orders`` as a 1-D float array: non-empty, every entry finite and > 1.
-
-    An empty array would make every accountant report ε = 0 (no order, no bound), so
-    it is refused like any other invalid order.
-    """
-    if orders is DEFAULT_ORDERS:          # validated once, at import
+    """``orders`` validated (:func:`~dpclip_lab.accountants.conversions._check_orders`);
+    :data:`DEFAULT_ORDERS` is validated once, at import."""
+    if orders is DEFAULT_ORDERS:
         return DEFAULT_ORDERS
-    if isinstance(orders, (str, bytes)):
-        raise TypeError(f"orders must be an array of numbers > 1, got {orders!r}")
-    try:
-        o = np.atleast_1d(np.asarray(orders, dtype=float))
-    except (TypeError, ValueError):
-        raise TypeError(f"orders must be an array of numbers > 1, got {orders!r}") from None
-    if o.ndim != 1 or o.size == 0:
-        raise ValueError(f"orders must be a non-empty 1-D array of numbers > 1, got {orders!r}")
-    if not np.all(np.isfinite(o)) or not np.all(o > 1):
-        raise ValueError(f"orders must be finite numbers > 1, got {orders!r}")
-    return o
+    return _check_orders(orders)
 
 
 def _noise(noise_multiplier, name="noise_multiplier") -> float:
     """A Gaussian noise multiplier z in [0, inf) (0 = no noise, ε = inf)."""
     return check_nonnegative(noise_multiplier, name)
+
+
+#: Noise multipliers outside [_Z_TINY, _Z_HUGE] are accounted by the plain Gaussian bound
+#: α/(2z²) (:func:`_gaussian_rdp`), also for the subsampled mechanisms: subsampling never
+#: increases RDP (the subsampled pair is a mixture of Gaussian pairs, and E_Q[(P/Q)^α] is
+#: jointly convex). Their series lose all meaning there in floating point (z² and 1/z² reach
+#: the ends of the float range), and nothing is lost: below _Z_TINY the bound is ≥ 5e199 α
+#: (the subsampled value differs by O(log q)), above _Z_HUGE it is below every ε the orders
+#: can certify.
+_Z_TINY, _Z_HUGE = 1e-100, 1e100
+
+#: The smallest RDP reported for a mechanism with noise (never exactly 0: ρ = 0 means "no
+#: privacy loss at all", and an accountant would report ε = 0).
+_RHO_MIN = float(np.nextafter(0.0, 1.0))
+
+
+def _gaussian_rdp(z: float, o: np.ndarray) -> np.ndarray:
+    """α / (2z²) at the orders ``o`` for z > 0: inf where it overflows, never 0 where it underflows.
+
+    For ordinary z the float expression ``o / (2z²)``; for z above ~1e154 (2z² = inf) it is
+    computed as ((α/2)/z)/z and rounded up by two ulp (not to 0 — the true value is > 0).
+    """
+    zz2 = 2.0 * z * z
+    if zz2 == 0.0:                        # z below ~1e-162: ρ = inf, still an upper bound
+        return np.full_like(o, np.inf)
+    if zz2 == math.inf:
+        return np.nextafter(np.nextafter((0.5 * o) / z / z, np.inf), np.inf)
+    with np.errstate(over="ignore"):      # z below ~1e-154: ρ = inf, still an upper bound
+        return o / zz2
 
 
 def rdp_gaussian(noise_multiplier, orders=DEFAULT_ORDERS) -> np.ndarray:
@@ -91,6 +111,8 @@ def rdp_gaussian(noise_multiplier, orders=DEFAULT_ORDERS) -> np.ndarray:
     Returns
     -------
     rdp : ndarray, shape (len(orders),)
+        inf where α/(2z²) overflows (z below ~1e-154); where it underflows (z above ~1e154)
+        rounded up, never to 0 (ρ = 0 would certify ε = 0).
 
     References
     ----------
@@ -100,8 +122,7 @@ def rdp_gaussian(noise_multiplier, orders=DEFAULT_ORDERS) -> np.ndarray:
     o = _as_orders(orders)
     if z == 0:
         return np.full_like(o, np.inf)
-    with np.errstate(over="ignore"):      # z below ~1e-154: ρ = inf, still an upper bound
-        return o / (2.0 * z * z)
+    return _gaussian_rdp(z, o)
 
 
 def rdp_laplace(noise_multiplier, orders=DEFAULT_ORDERS) -> np.ndarray:
@@ -172,8 +193,8 @@ def _log_a_int(q: float, z: float, alpha: np.ndarray) -> np.ndarray:
     k = np.arange(counts.sum(), dtype=float) - np.repeat(starts, counts) + 2.0
     log_binom = special.gammaln(a + 1) - special.gammaln(k + 1) - special.gammaln(a - k + 1)
     expo = (k * k - k) / (2 * z * z)                   # > 0 for k ≥ 2
-    with np.errstate(over="ignore"):
-        log_expm1 = np.where(expo > 30, expo + np.log1p(-np.exp(-expo)),
+    with np.errstate(over="ignore"):      # (each branch clamped where not selected: no log(0))
+        log_expm1 = np.where(expo > 30, expo + np.log1p(-np.exp(-np.maximum(expo, 30.0))),
                              np.log(np.expm1(np.minimum(expo, 30.0))))
     terms = log_binom + (a - k) * math.log1p(-q) + k * math.log(q) + log_expm1
     return np.logaddexp(0.0, _segment_logsumexp(terms, starts, counts))
@@ -284,8 +305,8 @@ def _rdp_psg_cached(q: float, z: float, orders: tuple) -> np.ndarray:
     o = np.asarray(orders, dtype=float)
     if z == 0:
         out = np.full_like(o, np.inf)
-    elif q == 1.0:
-        out = o / (2.0 * z * z)
+    elif q == 1.0 or not _Z_TINY <= z <= _Z_HUGE:
+        out = _gaussian_rdp(z, o)         # exact at q = 1; the valid bound at extreme z
     else:
         out = np.empty_like(o)
         is_int = o == np.floor(o)
@@ -293,8 +314,9 @@ def _rdp_psg_cached(q: float, z: float, orders: tuple) -> np.ndarray:
             out[is_int] = _log_a_int(q, z, o[is_int]) / (o[is_int] - 1)
         if (~is_int).any():
             out[~is_int] = _log_a_frac(q, z, o[~is_int]) / (o[~is_int] - 1)
-        # RDP of the subsampled mechanism never exceeds that of the full Gaussian.
-        out = np.minimum(np.maximum(out, 0.0), o / (2.0 * z * z))
+        # RDP of the subsampled mechanism never exceeds that of the full Gaussian; and it is
+        # > 0 (an A_α − 1 below the float range, e.g. at q = 1e-300, rounds up, not to 0).
+        out = np.maximum(np.minimum(np.maximum(out, 0.0), _gaussian_rdp(z, o)), _RHO_MIN)
     out.setflags(write=False)
     return out
 
@@ -325,6 +347,13 @@ def rdp_poisson_subsampled_gaussian(sample_rate, noise_multiplier,
     -------
     rdp : ndarray, shape (len(orders),)
         One step's RDP at each order (read-only; copy before editing).
+
+    Notes
+    -----
+    For z outside [1e-100, 1e100] the full Gaussian's α/(2z²) is returned instead of the
+    series (valid: subsampling never increases RDP). There z² or 1/z² reaches the end
+    of the float range and the series give NaN; the bound loses nothing that matters
+    (inf or ~5e199 α below, and below every ε the orders certify above).
 
     References
     ----------
@@ -447,7 +476,9 @@ def rdp_sampled_without_replacement_gaussian(sample_rate, noise_multiplier,
     The Gaussian-specific bound needs the central moments E[(L − 1)^j] of the likelihood
     ratio, alternating sums that cancel badly for large z; we carry a float error bound
     and fall back to the general term wherever it is the smaller (so the result is
-    never below the exact Thm 27 value, and never above Thm 9).
+    never below the exact Thm 27 value, and never above Thm 9). For z outside
+    [1e-100, 1e100], where the bounds' terms over- or underflow (1/z² = inf or 0), the
+    full Gaussian's α/(2z²) is returned (valid: subsampling never increases RDP).
 
     Wang, Lei, Ying, Zhang (paper 003), Lemma 3 uses the simplified bound
     3.5 γ² α / z² under conditions; see
@@ -460,8 +491,8 @@ def rdp_sampled_without_replacement_gaussian(sample_rate, noise_multiplier,
         raise ValueError(f"bound must be one of {WOR_BOUNDS}, got {bound!r}")
     if z == 0:
         return np.full_like(o, np.inf)
-    if g == 1.0:
-        return o / (2.0 * z * z)
+    if g == 1.0 or not _Z_TINY <= z <= _Z_HUGE:
+        return _gaussian_rdp(z, o)            # exact at γ = 1; the valid bound at extreme z
     lo, hi = np.floor(o), np.ceil(o)
     ints = np.unique(np.concatenate([lo, hi]))
     ints = ints[ints >= 2]
@@ -470,7 +501,7 @@ def rdp_sampled_without_replacement_gaussian(sample_rate, noise_multiplier,
     k_lo = np.array([cgf[x] for x in lo])
     k_hi = np.array([cgf[x] for x in hi])
     t = o - lo
-    return ((1 - t) * k_lo + t * k_hi) / (o - 1)
+    return np.maximum(((1 - t) * k_lo + t * k_hi) / (o - 1), _RHO_MIN)
 
 
 # ----------------------------------------------------------------------------------------
@@ -521,8 +552,6 @@ class RDPAccountant:
 
     # --- composition ------------------------------------------------------------------
     def _event_rdp(self, event):
-        from .events import (GaussianEvent, LaplaceEvent, PoissonSampledEvent,
-                             SampledWithoutReplacementEvent, unsupported)
         if isinstance(event, GaussianEvent):
             return rdp_gaussian(event.noise_multiplier, self.orders)
         if isinstance(event, LaplaceEvent):
@@ -542,8 +571,6 @@ class RDPAccountant:
         Raises ``ValueError`` naming the event if it is not supported; in that case the
         accountant is left unchanged.
         """
-        from .._validation import check_int
-        from .events import EpsilonDeltaEvent, NonPrivateEvent, NoOpEvent, flatten
         count = check_int(count, "count", minimum=0)
         rdp, eps_d, delta_d, nonpriv = np.zeros_like(self.rdp), 0.0, 0.0, False
         for leaf, c in flatten(event, count):      # validate everything before mutating
@@ -565,8 +592,6 @@ class RDPAccountant:
     # --- queries ----------------------------------------------------------------------
     def get_epsilon_and_order(self, delta):
         """(ε, α*) for the composed run at ``delta``; α* is nan when no order was used."""
-        from .._validation import check_open_unit
-        from .conversions import rdp_to_epsilon
         delta = check_open_unit(delta, "delta")
         if self.non_private:
             return math.inf, math.nan
