@@ -80,13 +80,16 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """Lab utility: The ``dpclip-lab`` argument parser (sub-commands ``epsilon`` and ``noise``)."""
-    parser = _Parser(prog="dpclip-lab", description=__doc__.split("\n\n")[0],
+    from . import __version__
+
+    parser = _Parser(prog="dpclip-lab", description=__doc__.split("\n\n")[0].replace("``", ""),  # no reST in --help
                      formatter_class=argparse.RawDescriptionHelpFormatter,
                      epilog="Examples:\n"
                             "  dpclip-lab epsilon --noise-multiplier 1.1 --sample-rate 0.004267 "
                             "--steps 14062 --delta 1e-5\n"
                             "  dpclip-lab noise --target-epsilon 3 --delta 1e-5 --sample-rate 0.004267 "
                             "--epochs 60 --accountant both")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{epsilon,noise}", required=True)
     eps = sub.add_parser("epsilon", help="ε after T steps of DP-SGD at noise multiplier z",
                          description="ε (an upper bound) after T steps of DP-SGD at noise multiplier z.")
@@ -158,7 +161,7 @@ def _run_epsilon(args) -> dict:
                              delta=args.delta, accountant=name)
            for name in _accountants(args.accountant)}
     return {"command": "epsilon", "noise_multiplier": args.noise_multiplier, "sample_rate": q,
-            "steps": steps, "epochs": steps * q, "delta": args.delta, "epsilon": eps}
+            **_length(args, steps, q), "delta": args.delta, "epsilon": eps}
 
 
 def _run_noise(args) -> dict:
@@ -180,13 +183,32 @@ def _run_noise(args) -> dict:
     achieved = {name: get_epsilon(noise_multiplier=chosen, sample_rate=q, steps=steps,
                                   delta=args.delta, accountant=name) for name in z}
     return {"command": "noise", "target_epsilon": args.target_epsilon, "sample_rate": q,
-            "steps": steps, "epochs": steps * q, "delta": args.delta, "noise_multiplier": chosen,
+            **_length(args, steps, q), "delta": args.delta, "noise_multiplier": chosen,
             "noise_multiplier_by_accountant": z, "epsilon_at_noise_multiplier": achieved}
 
 
+def _length(args, steps: int, q: float) -> dict:
+    """The length of training as the user gave it: ``--steps`` (epochs = T q), or ``--epochs`` echoed as
+    given, with the steps it became (``ceil(E / q)``: rounding up never under-counts, so never under-reports ε)."""
+    if args.epochs is None:
+        return {"steps": steps, "epochs": steps * q}
+    return {"steps": steps, "epochs": args.epochs, "steps_from_epochs": "ceil(epochs / sample_rate)"}
+
+
+def _json_safe(value):
+    """JSON has no infinity or NaN: a non-finite number is written as the string "inf", "-inf" or "nan"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    return value
+
+
 def _text(result: dict) -> str:
+    given = "steps_from_epochs" in result
     head = (f"sample rate q = {result['sample_rate']:.6g}, steps T = {result['steps']} "
-            f"({result['epochs']:.4g} epochs), delta = {result['delta']:.3g}")
+            f"({result['epochs']:.6g} epochs{', steps rounded up' if given else ''}), "
+            f"delta = {result['delta']:.3g}")
     if result["command"] == "epsilon":
         lines = [f"DP-SGD with noise multiplier z = {result['noise_multiplier']:.6g}", head]
         for name, eps in result["epsilon"].items():
@@ -215,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = _run_epsilon(args) if args.command == "epsilon" else _run_noise(args)
         except (ValueError, TypeError) as err:
             sub.error(str(err))   # exits with status 2
-    print(json.dumps(result, indent=2) if args.json else _text(result))
+    print(json.dumps(_json_safe(result), indent=2, allow_nan=False) if args.json else _text(result))
     for message in dict.fromkeys(str(w.message) for w in caught):   # each once, in order
         print(f"{sub.prog}: warning: {message}", file=sys.stderr)
     return 0

@@ -95,3 +95,34 @@ def test_module_entry_point_runs():
     proc = subprocess.run([sys.executable, "-m", "dpclip_lab", "noise", "-e", "1", "-d", "1e-5"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "required" in proc.stderr
+
+
+# -- issue #32 item 10: version, help, what --json echoes -----------------------------------------------
+def test_version_and_plain_help():
+    for argv in (["--version"], ["--help"]):
+        proc = subprocess.run([sys.executable, "-m", "dpclip_lab", *argv], capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        if argv == ["--version"]:
+            assert proc.stdout.strip() == f"dpclip-lab {dl.__version__}"
+        else:
+            assert "``" not in proc.stdout and "dpclip-lab: the privacy calculator" in proc.stdout
+
+
+def test_json_echoes_the_epochs_given_and_the_steps_they_became(capsys):
+    out = _json(["noise", "-e", "3", "-d", "1e-5", "--batch-size", "256", "--dataset-size", "60000",
+                 "--epochs", "60"], capsys)
+    assert out["epochs"] == 60 and out["steps"] == math.ceil(60 / (256 / 60000)) == 14063
+    assert out["steps_from_epochs"] == "ceil(epochs / sample_rate)"
+    # a rate rounded to 0.004267 is slightly larger: 14062 steps (the README's example)
+    assert _json(["epsilon", "-z", "1.1", "-q", "0.004267", "--epochs", "60", "-d", "1e-5"], capsys)["steps"] == 14062
+    text = _run(["epsilon", "-z", "1.1", "-q", "0.004267", "--epochs", "60", "-d", "1e-5"], capsys)
+    assert "(60 epochs, steps rounded up)" in text
+
+
+def test_json_is_standard_json_for_infinite_epsilon(capsys):
+    """JSON has no Infinity: a non-finite number is written as a string."""
+    assert cli._json_safe({"a": math.inf, "b": {"c": -math.inf, "d": 1.5}}) == {"a": "inf", "b": {"c": "-inf", "d": 1.5}}
+    text = _run(["epsilon", "-z", "1e-200", "-q", "1", "-T", "1", "-d", "1e-5", "--json"], capsys)
+    assert "Infinity" not in text and "NaN" not in text
+    json.loads(text)
