@@ -69,7 +69,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .algorithms.oracles import CallableOracle, Sums, _check_finite, has_pre_clip
-from .per_sample import BatchStats, batch_stats
+from .per_sample import BatchStats, batch_stats, module_grad_fn
 
 __all__ = ["SUPPORTED_LAYERS", "unsupported_parameters", "supports", "ModuleOracle", "SelfAttention",
            "TinySequenceModel", "ghost_norms_and_sum"]
@@ -619,7 +619,7 @@ class ModuleOracle(CallableOracle):
     pre-clipping perturbation, which clips ``g_i + k ζ_i`` and so needs the
     vectors — it materializes per-example gradients with ``torch.func``
     (:func:`dpclip_lab.per_sample_grads`), exactly as :class:`CallableOracle`
-    over :func:`dpclip_lab.training.module_grad_fn`.
+    over :func:`dpclip_lab.per_sample.module_grad_fn`.
 
     On a CPU the layer-wise path feeds a model with Conv2d layers its image batches channels-last
     (:data:`CHANNELS_LAST`, attribute ``channels_last``); if the forward raises a ``RuntimeError``
@@ -636,7 +636,6 @@ class ModuleOracle(CallableOracle):
 
     def __init__(self, model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: torch.Tensor,
                  mode: str = "auto"):
-        from .training import module_grad_fn
         if len(inputs) != len(targets):
             raise ValueError(f"targets must have one entry per input: inputs has {len(inputs)} rows, "
                              f"targets {len(targets)}")

@@ -21,10 +21,11 @@ from collections.abc import Callable
 import torch
 from torch import nn
 from torch.func import functional_call, grad_and_value, vmap
+from torch.nn.utils import vector_to_parameters
 
 from ._validation import check_finite_tensor
 
-__all__ = ["per_sample_grads", "unflatten", "flat_params", "param_shapes", "check_module_inputs"]
+__all__ = ["per_sample_grads", "unflatten", "flat_params", "param_shapes", "check_module_inputs", "module_grad_fn"]
 
 
 def param_shapes(model: nn.Module) -> dict[str, torch.Size]:
@@ -220,3 +221,36 @@ def count_correct(stats) -> torch.Tensor | None:
     if total is None:  # only empty batches
         total = torch.zeros((), dtype=torch.int64)
     return total
+
+
+def _trainable(model: nn.Module):
+    return [q for q in model.parameters() if q.requires_grad]
+
+
+def module_grad_fn(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: torch.Tensor, *,
+                   on_batch: Callable | None = None):
+    """Lab utility: the per-example gradient oracle ``(θ[n_params], idx[b]) -> [b, n_params]`` of a module.
+
+    θ is loaded into the model's parameters (in place) before each call. ``on_batch``,
+    if given, receives each call's :func:`dpclip_lab.per_sample.batch_stats` (the
+    batch's summed loss and number correct, from the same forward pass).
+    """
+    params = _trainable(model)
+    n_params = sum(q.numel() for q in params)
+
+    def grad_fn(theta, idx):
+        if theta.dim() != 1:
+            raise ValueError("module_grad_fn supports one run at a time (theta of shape [n_params])")
+        vector_to_parameters(theta, params)
+        if idx.numel() == 0:  # an empty Poisson batch
+            if on_batch is not None:
+                on_batch(BatchStats(theta.new_zeros(()), None, None, 0))
+            return theta.new_zeros((0, n_params))
+        if on_batch is None:
+            return per_sample_grads(model, loss_fn, inputs[idx], targets[idx])
+        check_module_inputs(model, inputs[idx], targets[idx])
+        G, stats = _per_sample_grads(model, loss_fn, inputs[idx], targets[idx], with_stats=True)
+        on_batch(stats)
+        return G
+
+    return grad_fn

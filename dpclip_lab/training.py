@@ -17,53 +17,21 @@ from typing import Callable
 
 import torch
 from torch import nn
-from torch.nn.utils import parameters_to_vector, vector_to_parameters
+from torch.nn.utils import parameters_to_vector
 
 from ._validation import check_int, check_nonnegative
 from .algorithms.adaptive_clipping import dp_sgd_adaptive_clipping
 from .algorithms.dice_sgd import dice_sgd
 from .algorithms.dp_sgd import dp_sgd
 from .algorithms.loop import DPResult, is_seed_sequence
-from .per_sample import BatchStats, _per_sample_grads, check_module_inputs, count_correct, per_sample_grads
+from .ghost import ModuleOracle  # the layer-wise oracle (falls back to module_grad_fn)
+from .per_sample import BatchStats, _trainable, check_module_inputs, count_correct, module_grad_fn
 from .sampling import make_sampler
 
 __all__ = ["train", "module_grad_fn", "evaluate", "METHODS"]
 
 #: The methods of :func:`train`, each run by its algorithm's own function (same result type and event).
 METHODS = ("dp_sgd", "dice_sgd", "adaptive")
-
-
-def _trainable(model: nn.Module):
-    return [q for q in model.parameters() if q.requires_grad]
-
-
-def module_grad_fn(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: torch.Tensor, *,
-                   on_batch: Callable | None = None):
-    """Lab utility: the per-example gradient oracle ``(θ[n_params], idx[b]) -> [b, n_params]`` of a module.
-
-    θ is loaded into the model's parameters (in place) before each call. ``on_batch``,
-    if given, receives each call's :func:`dpclip_lab.per_sample.batch_stats` (the
-    batch's summed loss and number correct, from the same forward pass).
-    """
-    params = _trainable(model)
-    n_params = sum(q.numel() for q in params)
-
-    def grad_fn(theta, idx):
-        if theta.dim() != 1:
-            raise ValueError("module_grad_fn supports one run at a time (theta of shape [n_params])")
-        vector_to_parameters(theta, params)
-        if idx.numel() == 0:  # an empty Poisson batch
-            if on_batch is not None:
-                on_batch(BatchStats(theta.new_zeros(()), None, None, 0))
-            return theta.new_zeros((0, n_params))
-        if on_batch is None:
-            return per_sample_grads(model, loss_fn, inputs[idx], targets[idx])
-        check_module_inputs(model, inputs[idx], targets[idx])
-        G, stats = _per_sample_grads(model, loss_fn, inputs[idx], targets[idx], with_stats=True)
-        on_batch(stats)
-        return G
-
-    return grad_fn
 
 
 @torch.no_grad()
@@ -244,7 +212,6 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
 
     params = _trainable(model)
     theta0 = parameters_to_vector(params).detach().clone()
-    from .ghost import ModuleOracle  # the layer-wise oracle (falls back to module_grad_fn)
     grad_fn = ModuleOracle(model, loss_fn, inputs, targets, mode=per_example)
     log = {"step": [], "loss": [], "accuracy": [], "fraction_clipped": []}
     # Default monitor: per step the (Σ loss, size) of the step's own forward pass; per logging window
