@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 
-from ._validation import check_int, check_nonnegative, check_positive
+from ._validation import check_int, check_nonnegative, check_positive, finite_result
 
 __all__ = [
     "song_sigma_to_noise_multiplier", "noise_multiplier_to_song_sigma", "song_sigma_for_privacy",
@@ -110,15 +110,23 @@ def noise_multiplier_to_song_sigma(noise_multiplier, *, n, clip_norm) -> float:
                    "noise_multiplier * clip_norm / n", z)
 
 
+@finite_result()
 def song_sigma_for_privacy(epsilon, delta, *, n, steps, clip_norm) -> float:
     """Song et al. Thm 2.2's σ: alias of :func:`dpclip_lab.accountants.paper_bounds.song_thm22_sigma`.
 
     Source: Song, Thakkar & Thakurta (2021), Thm 2.2.
 
     ``σ² = 2 L² T log(1/δ) / (n ε)²`` makes Alg. 1 (ε, δ)-DP (for moderate ε; see there).
+    The formula lives here, below the accountants; ``song_thm22_sigma`` calls it.
     """
-    from .accountants.paper_bounds import song_thm22_sigma  # lazy: accountants import this module
-    return song_thm22_sigma(clip_norm, steps, n, epsilon, delta)
+    L = check_positive(clip_norm, "clip_norm")
+    T = check_int(steps, "steps", minimum=1)
+    n = check_int(n, "n", minimum=1)
+    eps = check_positive(epsilon, "epsilon")
+    delta = check_positive(delta, "delta")
+    if not delta < 1:
+        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+    return math.sqrt(2 * L * L * T * math.log(1 / delta)) / (n * eps)
 
 
 def song_ldp_sigma_to_noise_multiplier(sigma, *, clip_norm) -> float:

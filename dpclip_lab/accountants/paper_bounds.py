@@ -30,7 +30,7 @@ import numpy as np
 
 from .._validation import (check_int, check_interval, check_nonnegative, check_open_unit, check_positive,
                            check_probability, finite_result)
-from ..noise import average_sigma_to_noise_multiplier, song_sigma_to_noise_multiplier
+from ..noise import average_sigma_to_noise_multiplier, song_sigma_for_privacy, song_sigma_to_noise_multiplier
 from ..noise import dice_sigma_to_noise_multiplier as _dice_sigma_to_noise_multiplier
 from ..noise import song_ldp_sigma_to_noise_multiplier as _song_ldp_per_example_noise_multiplier
 from ..noise import wang_replace_one_noise_multiplier
@@ -103,12 +103,7 @@ def song_thm22_sigma(clip_norm, steps, n, epsilon, delta) -> float:
     ----------
     [000] Theorem 2.2 (from Abadi et al. 2016 and Bassily et al. 2014).
     """
-    L = check_positive(clip_norm, "clip_norm")
-    T = check_int(steps, "steps", minimum=1)
-    n = check_int(n, "n", minimum=1)
-    eps = check_positive(epsilon, "epsilon")
-    delta = check_open_unit(delta, "delta")
-    return math.sqrt(2 * L * L * T * math.log(1 / delta)) / (n * eps)
+    return song_sigma_for_privacy(epsilon, delta, n=n, steps=steps, clip_norm=clip_norm)
 
 
 @finite_result(nonzero=False)
