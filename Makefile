@@ -44,6 +44,10 @@ $(STAMP): requirements.txt pyproject.toml
 	    $(BIN)/python -m pip install --disable-pip-version-check "torch==$(TORCH_VERSION)" --index-url $(TORCH_INDEX); \
 	fi
 	$(BIN)/python -m pip install --disable-pip-version-check -r requirements.txt -e .
+	@if git rev-parse --git-dir >/dev/null 2>&1; then \
+	    git config filter.strip-outputs.clean "$(BIN)/python tools/strip_outputs.py"; \
+	    echo "git: notebooks are committed without outputs (filter strip-outputs, .gitattributes)"; \
+	fi
 	@touch $@
 
 venv: $(STAMP)
