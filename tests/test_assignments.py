@@ -246,6 +246,243 @@ def test_student_copy_has_no_solutions(made):
     assert not any(set(c.metadata.get("tags", [])) & assign_tool.BOOK_TAGS for c in nb.cells)
 
 
+# --------------------------------------------------------------------------- graded use must not leak (#28 item 6)
+
+#: A prose or code fragment shorter than this (normalized) is boilerplate, not an answer.
+LEAK_MIN_CHARS = 25
+#: The "Why" block of an exercise: ```{dropdown} Why, or an admonition "Why" of class dropdown.
+WHY_DROPDOWN = re.compile(r"(?:```|:::)\{dropdown\}\s+Why\b|(?:```|:::)\{admonition\}\s+Why\s*\n(?::\w+:.*\n)*?"
+                          r":class:\s*dropdown")
+_DROPDOWN = re.compile(r"(?:```|:::)\{dropdown\}|:class:\s*dropdown")
+_EXERCISES_HEADING = re.compile(r"^#{1,6}\s+Exercises?\b", re.M | re.I)
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.]*\w)")
+_OPERATOR = re.compile(r"[=+\-−*/^√<>≤≥]")
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _questions(master: Path) -> list[dict]:
+    """Per question of a master: its name, prompt (Markdown), solution cells and explanations.
+
+    An explanation is a Markdown cell inside the question's SOLUTION block, or a dropdown
+    (any title) between the end of its SOLUTION block and the next question: what the book
+    folds away after the exercise. Hint dropdowns sit in the prompt, before the solution.
+    """
+    nb = nbformat.read(master, as_version=4)
+    out, stack, current = [], [], None
+    for cell in nb.cells:
+        src = cell.source.strip()
+        if cell.cell_type == "raw":
+            m = re.match(r"#\s+(BEGIN|END)\s+(QUESTION|SOLUTION|TESTS|PROMPT)", src, re.I)
+            if m and m.group(1).upper() == "BEGIN":
+                stack.append(m.group(2).upper())
+                if m.group(2).upper() == "QUESTION":
+                    name = re.search(r"name:\s*(\S+)", src)
+                    current = {"name": name.group(1) if name else "?", "prompt": [], "solution": [],
+                               "explanations": [], "solved": False}
+                    out.append(current)
+            elif m:
+                block = stack.pop()
+                if block == "SOLUTION" and current is not None:
+                    current["solved"] = True
+            continue
+        if current is None:
+            continue
+        if stack and stack[-1] == "SOLUTION":
+            (current["explanations"] if cell.cell_type == "markdown" else current["solution"]).append(cell)
+        elif cell.cell_type == "markdown" and current["solved"] and stack[-1:] != ["TESTS"]:
+            if _DROPDOWN.search(src):
+                current["explanations"].append(cell)
+            elif not stack and re.match(r"#{1,6}\s", src):
+                current = None          # a new section: what follows belongs to no question
+        elif cell.cell_type == "markdown" and not current["solved"]:
+            current["prompt"].append(cell)
+    return out
+
+
+def _solution_lines(cell) -> list[str]:
+    """The code lines of a solution cell that the student copy replaces (``# SOLUTION`` suffix or
+    between ``# BEGIN SOLUTION`` / ``# END SOLUTION`` comment lines), without the markers."""
+    out, inside = [], False
+    for line in cell.source.splitlines():
+        s = line.strip()
+        if re.match(r"# ?END SOLUTION\b", s):
+            inside = False
+        elif re.match(r"# ?BEGIN SOLUTION\b", s):
+            inside = True
+        elif inside and s:
+            out.append(s)
+        elif re.search(r"# ?SOLUTION$", s):
+            out.append(re.sub(r"\s*# ?SOLUTION$", "", s))
+    return out
+
+
+def _sentences(markdown: str) -> list[str]:
+    """Normalized sentences (and pieces between glue roles and directive fences) of some Markdown."""
+    text = re.sub(r"\{glue(?::\w+)?\}`[^`]*`|(?:```|:::)\{?[\w-]*\}?[^\n]*|^:\w+:.*$", "\n\n", markdown, flags=re.M)
+    pieces = re.split(r"(?<=[.!?;])\s+|\n\s*\n", text)
+    return [_norm(p) for p in pieces if len(_norm(p)) >= LEAK_MIN_CHARS]
+
+
+def _comments(code: str) -> list[str]:
+    """The comments of a code cell (tokenize; a cell that does not tokenize: text after '#')."""
+    import io
+    import tokenize
+
+    try:
+        return [tok.string.lstrip("#").strip() for tok in tokenize.generate_tokens(io.StringIO(code).readline)
+                if tok.type == tokenize.COMMENT]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return [line.split("#", 1)[1].strip() for line in code.splitlines() if "#" in line]
+
+
+def _numbers(text: str) -> set[str]:
+    return {repr(float(n)) for n in _NUMBER.findall(text)}
+
+
+def _expressions(text: str) -> set[str]:
+    """Formula-like pieces of a comment (split at , ; :), spaces removed, with an operator."""
+    pieces = (re.sub(r"\s+", "", p) for p in re.split(r"[,;:]|\s(?:and|so|then|i\.e\.)\s", text))
+    return {p for p in pieces if len(p) >= 5 and _OPERATOR.search(p)}
+
+
+def student_copy_leaks(master: Path, student: Path) -> list[str]:
+    """What the student copy of ``master`` gives away: each item names the question and the leak.
+
+    * text of the master's solutions: a normalized sentence (Markdown explanations and
+      dropdowns, :func:`_questions`) or solution code line of at least ``LEAK_MIN_CHARS``
+      characters that the chapter does not also show outside its solutions;
+    * a "Why" dropdown, anywhere;
+    * a comment in an answer stub that carries a number or a formula of the question's
+      solution (its code lines and explanations) which its prompt does not state.
+    """
+    master_nb = nbformat.read(master, as_version=4)
+    nb = nbformat.read(student, as_version=4)
+    questions = _questions(master)
+    hidden = {c.source for q in questions for c in q["solution"] + q["explanations"]}
+    public = _norm("\n".join(c.source for c in master_nb.cells if c.cell_type != "raw" and c.source not in hidden))
+    shown = _norm("\n".join(c.source for c in nb.cells))
+    leaks = []
+    for q in questions:
+        texts = [s for c in q["explanations"] for s in _sentences(c.source)]
+        texts += [_norm(line) for c in q["solution"] for line in _solution_lines(c)
+                  if len(_norm(line)) >= LEAK_MIN_CHARS]
+        leaks += [f"{q['name']}: solution text in the student copy: {t[:90]!r}"
+                  for t in dict.fromkeys(texts) if t not in public and t in shown]
+    leaks += [f"a 'Why' dropdown in the student copy: {_norm(c.source)[:70]!r}"
+              for c in nb.cells if c.cell_type == "markdown" and WHY_DROPDOWN.search(c.source)]
+    # answer stubs, per question: the answer cells before each grader.check("qN")
+    stubs, pending = {}, []
+    for c in nb.cells:
+        check = re.fullmatch(r'grader\.check\("(\w+)"\)', c.source.strip()) if c.cell_type == "code" else None
+        if check:
+            stubs[check.group(1)], pending = pending, []
+        elif c.cell_type == "code" and "otter_answer_cell" in c.metadata.get("tags", []):
+            pending.append(c)
+    for q in questions:
+        answer = "\n".join(line for c in q["solution"] for line in _solution_lines(c))
+        answer += "\n" + "\n".join(c.source for c in q["explanations"])
+        stated = "\n".join(c.source for c in q["prompt"])
+        for cell in stubs.get(q["name"], []):
+            code = "\n".join(line.split("#", 1)[0] for line in cell.source.splitlines())
+            for comment in _comments(cell.source):
+                numbers = (_numbers(comment) & _numbers(answer)) - _numbers(stated + "\n" + code)
+                formulas = {e for e in _expressions(comment) if e in re.sub(r"\s+", "", answer)}
+                if numbers or formulas:
+                    leaks.append(f"{q['name']}: the stub comment {comment!r} states "
+                                 f"{', '.join(sorted(numbers | formulas))} of the solution")
+    return leaks
+
+
+def test_student_copy_gives_no_answer_away(made):
+    """No solution text, "Why" explanation or answer-revealing stub comment in the student copy
+    (issue #28, item 6). Reuses the otter assign output of ``made``: no extra grading."""
+    master, result = made
+    leaks = student_copy_leaks(master, result / "student" / master.name)
+    assert not leaks, f"{master.name}: the student copy gives answers away:\n" + "\n".join(leaks)
+
+
+def test_every_chapter_with_exercises_is_a_master():
+    """A chapter with an Exercises section is an otter master, so the book serves a student copy
+    and an autograder zip for it (issue #28, item 6)."""
+    chapters = sorted(p for p in (ROOT / "book").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+    with_exercises = [p for p in chapters if any(c.cell_type == "markdown" and _EXERCISES_HEADING.search(c.source)
+                                                 for c in nbformat.read(p, as_version=4).cells)]
+    assert with_exercises
+    missing = [str(p.relative_to(ROOT)) for p in with_exercises if p not in MASTERS]
+    assert not missing, f"chapters with exercises that are not otter masters (no student copy, no zip): {missing}"
+
+
+def _toy_master(tmp_path: Path) -> Path:
+    """A two-question master: a Why inside q1's SOLUTION block, a Why after q2's END QUESTION,
+    a tagged explanation, a Hint dropdown in a prompt, and a dropdown outside the exercises."""
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_raw_cell
+
+    nb = new_notebook(cells=[
+        new_markdown_cell("# Toy\n\n```{admonition} What you should have seen\n:class: dropdown\nThe curve is a valley.\n```"),
+        new_markdown_cell("## Exercises"),
+        new_raw_cell("# BEGIN QUESTION\nname: q1"),
+        new_markdown_cell("**Exercise 1.** Store the stall point as `x_q1`.\n\n```{admonition} Hint\n:class: dropdown\n"
+                          "Solve it by hand.\n```"),
+        new_raw_cell("# BEGIN SOLUTION"),
+        new_code_cell("x_q1 = -2.0  # SOLUTION"),
+        new_markdown_cell("```{dropdown} Why\nThe two near examples pull with their full gradient, so x = c/2 - 3.\n```"),
+        new_raw_cell("# END SOLUTION"),
+        new_raw_cell("# END QUESTION"),
+        new_raw_cell("# BEGIN QUESTION\nname: q2"),
+        new_markdown_cell("**Exercise 2.** Store the interval for c = 0.5 as `interval_q2`."),
+        new_raw_cell("# BEGIN SOLUTION"),
+        new_code_cell("# both gradients are clipped, so the interval is symmetric\ninterval_q2 = (-2.5, 2.5)  # SOLUTION"),
+        new_raw_cell("# END SOLUTION"),
+        new_raw_cell("# END QUESTION"),
+        new_markdown_cell(":::{admonition} Why\n:class: dropdown\nEvery x in [-(3 - c), 3 - c] is stationary, here [-2.5, 2.5].\n:::"),
+        new_markdown_cell("The smear grows as c shrinks, as the reader now knows.", metadata={"tags": ["solution-explanation"]}),
+        new_markdown_cell("## Summary"),
+    ])
+    path = tmp_path / "toy.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def test_explanations_are_left_out_of_the_student_copy(tmp_path):
+    """Unit test of tools/assign.py's explanation step: Markdown inside SOLUTION blocks, "Why" dropdowns
+    wherever they stand and cells tagged solution-explanation go; prompts, hints and the rest stay."""
+    master = _toy_master(tmp_path)
+    found = assign_tool.answer_explanations(master)
+    assert len(found) == 3 and all("Why" in s or "smear" in s for s in found)
+    student = tmp_path / "student.ipynb"
+    student.write_bytes(master.read_bytes())
+    assert assign_tool.drop_explanations(student, found) == 3
+    text = "\n".join(c.source for c in nbformat.read(student, as_version=4).cells)
+    assert "c/2 - 3" not in text and "[-2.5, 2.5]" not in text and "smear" not in text
+    assert "Solve it by hand" in text and "The curve is a valley" in text and "Exercise 2" in text
+
+
+def test_the_leak_check_can_fail(tmp_path):
+    """The leak check flags a Why left in, solution text, and a stub comment with a value of the
+    solution; it passes the same copy once they are gone."""
+    from nbformat.v4 import new_code_cell
+
+    master = _toy_master(tmp_path)
+    nb = nbformat.read(master, as_version=4)
+    stub = new_code_cell("# the answer is symmetric, -2.5 to 2.5\ninterval_q2 = ...", metadata={"tags": ["otter_answer_cell"]})
+    nb.cells = [c for c in nb.cells if c.cell_type != "raw" and "SOLUTION" not in c.source]
+    nb.cells[4:4] = [new_code_cell("x_q1 = ...", metadata={"tags": ["otter_answer_cell"]}),
+                     new_code_cell('grader.check("q1")')]
+    nb.cells[-2:-2] = [stub, new_code_cell('grader.check("q2")')]
+    student = tmp_path / "student.ipynb"
+    nbformat.write(nb, student)
+    leaks = "\n".join(student_copy_leaks(master, student))
+    assert "'Why' dropdown" in leaks and "q1: solution text" in leaks and "q2: solution text" in leaks
+    assert "q2: the stub comment" in leaks and "2.5" in leaks
+    stub.source = "# the stationary interval (lo, hi), floats\ninterval_q2 = ..."
+    nbformat.write(nb, student)
+    assign_tool.drop_explanations(student, assign_tool.answer_explanations(master))
+    assert student_copy_leaks(master, student) == []
+
+
 def test_untouched_student_copy_fails_cleanly(graded):
     res = graded["student"]
     assert not res.has_catastrophic_failure()

@@ -41,10 +41,18 @@ myst-nb skips raw cells without a ``format``; tag them ``remove-cell`` as well):
 2. Per exercise: raw ``# BEGIN QUESTION`` with ``name: q1``; a Markdown prompt;
    raw ``# BEGIN SOLUTION``; the solution code cell(s); raw ``# END SOLUTION``;
    raw ``# BEGIN TESTS``; one code cell per test; raw ``# END TESTS``; raw
-   ``# END QUESTION``.
+   ``# END QUESTION``. The worked answer, a Markdown "Why" dropdown (```` ```{dropdown} Why ````
+   or an admonition "Why" of ``:class: dropdown``), goes after the solution code inside
+   the SOLUTION block or right after ``# END QUESTION``: the book folds it away, and the
+   student copy never holds it. A student copy leaves out every Markdown cell inside a
+   SOLUTION block, every "Why" dropdown, and every Markdown cell tagged
+   ``solution-explanation`` (for an explanation of another shape); the autograder's
+   solution notebook keeps them. Prose *before* an exercise must not state its answer.
 3. Solution lines end in ``# SOLUTION`` (``x = f(y)  # SOLUTION`` becomes ``x = ...``)
    or sit between ``# BEGIN SOLUTION`` / ``# END SOLUTION`` comment lines. Lines that
-   the student keeps must not use a removed value, or the student copy crashes.
+   the student keeps must not use a removed value, or the student copy crashes. A comment
+   the student keeps (on a line without ``# SOLUTION``) says what to compute, never the
+   value or the formula of the answer: derivations go inside the solution or into "Why".
    Tag the solution cell ``hide-input`` and give it the metadata
    ``{"mystnb": {"code_prompt_show": "Show a solution", "code_prompt_hide": "Hide the solution"}}``:
    in the book the code folds behind that button.
@@ -64,14 +72,17 @@ myst-nb skips raw cells without a ``format``; tag them ``remove-cell`` as well):
 5. Exercises are deterministic: seed every random draw with an explicit
    ``torch.Generator().manual_seed(...)``.
 
-``tests/test_assignments.py`` checks every master: no solution left in the student
-copy, the untouched student copy fails cleanly, the solutions pass every test.
+``tests/test_assignments.py`` checks every master: no solution, explanation or
+answer-stating stub comment left in the student copy, the untouched student copy fails
+cleanly, the solutions pass every test; and that every chapter with an Exercises section
+is a master.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -88,6 +99,12 @@ BOOK_TAGS = {"hide-input", "hide-output", "hide-cell", "remove-input", "remove-o
 NETWORK_KEYS = ("requirements", "environment")
 NETWORK_GENERATE_KEYS = ("token", "course_id", "assignment_id")
 CONFIG_MARK = "# ASSIGNMENT CONFIG"
+#: Tag of a Markdown cell that explains an exercise's answer: the student copy leaves it out.
+EXPLANATION_TAG = "solution-explanation"
+#: The book's worked answer to an exercise: ```{dropdown} Why, or an admonition "Why" of class dropdown.
+WHY_DROPDOWN = re.compile(r"(?:```|:::)\{dropdown\}\s+Why\b|(?:```|:::)\{admonition\}\s+Why\s*\n(?::\w+:.*\n)*?"
+                          r":class:\s*dropdown")
+_BLOCK_MARK = re.compile(r"#\s+(BEGIN|END)\s+(QUESTION|SOLUTION|TESTS|PROMPT)\b", re.I)
 #: Seconds one ``otter assign`` may take (with ``--check`` it executes the chapter once).
 ASSIGN_TIMEOUT = 600
 #: Environment for every execution without a browser: ``dpclip_lab.plotting.live`` then draws
@@ -169,6 +186,44 @@ def strip_book_markup(nb_path: Path) -> None:
     nbformat.write(nb, nb_path)
 
 
+def answer_explanations(master: Path) -> set[str]:
+    """The Markdown of ``master`` that explains answers (stripped sources).
+
+    A Markdown cell inside a ``# BEGIN SOLUTION`` / ``# END SOLUTION`` block (otter itself
+    leaves those out of an autograded question's student copy), a "Why" dropdown
+    (:data:`WHY_DROPDOWN`, wherever it stands: the Part II and III chapters put it after
+    ``# END QUESTION``, where otter keeps it), or a cell tagged :data:`EXPLANATION_TAG`.
+    """
+    nb = nbformat.read(master, as_version=4)
+    found, stack = set(), []
+    for cell in nb.cells:
+        src = cell.source.strip()
+        if cell.cell_type == "raw":
+            m = _BLOCK_MARK.match(src)
+            if m and m.group(1).upper() == "BEGIN":
+                stack.append(m.group(2).upper())
+            elif m and stack:
+                stack.pop()
+            continue
+        if cell.cell_type == "markdown" and src and (
+                stack[-1:] == ["SOLUTION"] or WHY_DROPDOWN.search(cell.source)
+                or EXPLANATION_TAG in cell.metadata.get("tags", [])):
+            found.add(src)
+    return found
+
+
+def drop_explanations(nb_path: Path, explanations: set[str]) -> int:
+    """Remove from ``nb_path`` the Markdown cells whose source is one of ``explanations``; return
+    how many went (the student copy: :func:`answer_explanations` of its master)."""
+    nb = nbformat.read(nb_path, as_version=4)
+    keep = [c for c in nb.cells if not (c.cell_type == "markdown" and c.source.strip() in explanations)]
+    dropped = len(nb.cells) - len(keep)
+    if dropped:
+        nb.cells = keep
+        nbformat.write(nb, nb_path)
+    return dropped
+
+
 def assign(master: Path, out: Path = DEFAULT_OUT, *, check: bool = False, glue_json: Path | None = None) -> Path:
     """Run ``otter assign`` on one master; return ``out/<chapter>`` (with student/ and autograder/).
 
@@ -206,6 +261,8 @@ def assign(master: Path, out: Path = DEFAULT_OUT, *, check: bool = False, glue_j
         if not nb_path.is_file():
             raise SystemExit(f"otter assign wrote no {sub} notebook for {master}")
         strip_book_markup(nb_path)
+    # the worked answers stay in the master (the book folds them) and in the solution notebook
+    drop_explanations(result / "student" / master.name, answer_explanations(master))
     left = render_glue_into(result / "student" / master.name,
                             glue_json if glue_json is not None else glue_json_for(master))
     if left:
