@@ -15,7 +15,7 @@ from ._validation import check_positive
 from .glp import GLProblem
 from .losses import Huber, Logistic, QHinge, QNormRegression, Squared
 
-__all__ = ["minimize", "is_separable"]
+__all__ = ["minimize", "is_separable", "InaccurateSolutionWarning"]
 
 
 def _cvx_loss(loss, z, y):
@@ -87,15 +87,44 @@ def is_separable(problem: GLProblem) -> bool:
     return lp.status == "optimal"
 
 
+#: Solvers tried, in order, when cvxpy's default stops at "optimal_inaccurate": Clarabel with less
+#: static regularization (its default 1e-8 on top of a tiny-curvature problem is what stalls it),
+#: then SCS at high accuracy.
+ACCURATE_RETRIES = (("CLARABEL", dict(static_regularization_constant=1e-7, max_iter=1000)),
+                    ("SCS", dict(eps=1e-10, max_iters=200_000)))
+
+
+class InaccurateSolutionWarning(UserWarning):
+    """Lab utility: no solver reached cvxpy's "optimal" status; the optimum returned is approximate."""
+
+
 def _solve(prob, solver):
+    """Solve to cvxpy's "optimal" status where a solver can: the default first, then :data:`ACCURATE_RETRIES`.
+
+    cvxpy's own "Solution may be inaccurate" warning is not shown for an attempt that a retry replaces;
+    if none reaches "optimal", one :class:`InaccurateSolutionWarning` says so.
+    """
+    import warnings
+
     import cvxpy as cp
 
     if solver is not None:
         return prob.solve(solver=solver)
-    try:
-        return prob.solve()  # cvxpy's default for the problem class (Clarabel, OSQP, ...)
-    except cp.error.SolverError:  # rare numerical failure: fall back to SCS at high accuracy
-        return prob.solve(solver=cp.SCS, eps=1e-10, max_iters=200_000)
+    attempts = ((None, {}),) + ACCURATE_RETRIES
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Solution may be inaccurate", category=UserWarning)
+        for name, kwargs in attempts:
+            try:
+                prob.solve(**kwargs) if name is None else prob.solve(solver=getattr(cp, name), **kwargs)
+            except cp.error.SolverError:       # rare numerical failure: the next solver
+                continue
+            if prob.status == "optimal":
+                return prob.value
+    if prob.status == "optimal_inaccurate":
+        warnings.warn("no solver reached cvxpy's 'optimal' status (tried the default, then "
+                      f"{', '.join(n for n, _ in ACCURATE_RETRIES)}); the optimum is approximate",
+                      InaccurateSolutionWarning, stacklevel=4)
+    return prob.value
 
 
 def _minimize_dense(problem, *, clip_norm, radius, solver):

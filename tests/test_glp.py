@@ -210,3 +210,24 @@ def test_low_rank_problems_are_isometric_across_dimensions():
     assert big.seminorm(th_b).item() == pytest.approx(th_b.norm().item(), rel=1e-8)   # minimizer lies in the span
     with pytest.raises(ValueError, match="rank must be <= p"):
         dl.data.low_rank_glp(10, 2, 3)
+
+
+def test_exact_optimum_reaches_optimal_where_the_default_solver_stalls():
+    """#28 item 7: the knob chapter's Huberized optimum at C = 10^(1/3) on breast cancer stopped at cvxpy's
+    'optimal_inaccurate' (a UserWarning printed on the page). minimize retries with more accurate solvers:
+    no warning, and the same clipped objective as the stalled solution's to solver precision."""
+    import warnings
+
+    from dpclip_lab import optima
+
+    ds = dl.data.breast_cancer(seed=0)
+    prob = dl.GLProblem(ds.X_train, ds.y_train, dl.losses.Logistic())
+    C = 10 ** (1 / 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        theta = optima.minimize(prob, clip_norm=C, radius=20.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        stalled = optima.minimize(prob, clip_norm=C, radius=20.0, solver="CLARABEL")   # one attempt, as before
+    assert abs(float(prob.clipped_objective(theta, C)) - float(prob.clipped_objective(stalled, C))) < 1e-9
+    assert float(theta.norm()) <= 20.0 + 1e-6

@@ -862,7 +862,7 @@ def test_huberization(loss, z, c, bad):
 
 
 @SLOW
-@covers(dl.optima.minimize, dl.optima.is_separable)
+@covers(dl.optima.minimize, dl.optima.is_separable, dl.optima.InaccurateSolutionWarning)
 @given(C=st.one_of(st.none(), st.floats(0.05, 5.0)), radius=st.one_of(st.none(), st.floats(0.5, 5.0)),
        loss=st.sampled_from([dl.losses.Squared(), dl.losses.Huber(0.5), dl.losses.Logistic()]))
 def test_optima(C, radius, loss):
