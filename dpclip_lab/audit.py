@@ -63,6 +63,7 @@ import numpy as np
 import torch
 
 from ._validation import check_int, check_interval, check_nonnegative, check_open_unit, check_positive
+from .algorithms.loop import LOW_PRECISION_REASON
 from .privatizers import GaussianPrivatizer
 
 __all__ = [
@@ -395,10 +396,8 @@ def _check_audit_dtype(dtype, name: str):
     """An audit runs in float32 or float64: 16-bit rounding breaks the sensitivity argument it tests."""
     if dtype not in _AUDIT_DTYPES:
         raise ValueError(
-            f"{name} must be torch.float32 or torch.float64 for an audit, got {dtype}: in 16-bit arithmetic a "
-            "clipped gradient's norm can round above C, sums and noise lose digits and adaptive clipping's count "
-            "moves in steps of 2-4 past 256, so the sensitivity the accountant assumes (and the audit tests) does "
-            "not hold. An audit must run in float32/float64")
+            f"{name} must be torch.float32 or torch.float64 for an audit, got {dtype}: {LOW_PRECISION_REASON} "
+            "(nor what the audit tests). An audit must run in float32/float64")
     return dtype
 
 

@@ -42,6 +42,12 @@ from .updates import make_update
 __all__ = ["run", "Trajectory", "DPResult", "make_generator", "sweep_grid", "LowPrecisionPrivacyWarning"]
 
 
+#: Why a 16-bit run breaks its privacy record (the loop's warning and the audit's refusal say it alike).
+LOW_PRECISION_REASON = ("in 16-bit arithmetic a clipped gradient's norm can round above C, sums and noise lose "
+                        "digits, and adaptive clipping's unclipped count moves in steps of 2-4 past 256, so the "
+                        "sensitivity the accountant uses is not guaranteed")
+
+
 class LowPrecisionPrivacyWarning(UserWarning):
     """Lab utility: a private run in float16 or bfloat16, where rounding can break the sensitivity its privacy record assumes."""
 
@@ -198,10 +204,8 @@ def run(grad_fn, theta0: torch.Tensor, *, steps: int, lr, sampler: Sampler, priv
         raise TypeError(f"callback must be a callable (t, theta, stats) or None, got {type(callback).__name__}")
     if theta0.dtype in (torch.float16, torch.bfloat16) and getattr(privatizer, "noise_multiplier", 0):
         warnings.warn(
-            f"a private run in {theta0.dtype}: the privacy record assumes exact clipping and exact counts, but in "
-            "16-bit arithmetic a clipped gradient's norm can round above C, sums and noise lose digits, and a count "
-            "(adaptive clipping's unclipped count) moves in steps of 2-4 past 256, so the sensitivity the accountant "
-            "uses is not guaranteed. Run the private part in float32 or float64 for a record you can rely on",
+            f"a private run in {theta0.dtype}: the privacy record assumes exact clipping and exact counts, but "
+            f"{LOW_PRECISION_REASON}. Run the private part in float32 or float64 for a record you can rely on",
             LowPrecisionPrivacyWarning, stacklevel=3)
     oracle = as_oracle(grad_fn)
     X = getattr(oracle, "X", None)
