@@ -1999,3 +1999,38 @@ def test_dicesgd_certified_lower_bound_is_below_the_valid_record(n, frac, steps,
     raises_naming(lambda: LB.dicesgd_certified_lower_bound(noise_multiplier=z, **{**kw, "delta": 1.5}), "delta")
     raises_naming(lambda: LB.dicesgd_certified_lower_bound(noise_multiplier=z, **{**kw, "variant": "foo"}),
                   "variant")
+
+
+@SLOW
+@covers(AU.tradeoff_curve, AU.gdp_estimate, AU.GDPEstimate, AU.one_run_ceiling)
+@given(shift=st.floats(0.0, 6.0), m=st.integers(20, 400), delta=st.sampled_from([1e-5, 0.01]))
+def test_tight_audit(shift, m, delta):
+    g = np.random.default_rng(m)
+    s_in, s_out = g.normal(shift, 1.0, m), g.normal(0.0, 1.0, m)
+    lb = finite_float(float(AU.epsilon_lower_bound(s_in, s_out, delta=delta, method="fdp")))
+    assert lb <= finite_float(float(AU.max_certifiable_epsilon(m, m, delta=delta, method="fdp"))) + 1e-9
+    a, b = AU.tradeoff_curve(s_in, s_out, confidence=0.9)
+    assert a.shape == b.shape and np.all((a >= 0) & (a <= 1) & (b >= 0) & (b <= 1))
+    if s_in.min() > s_out.max():
+        raises_naming(lambda: AU.gdp_estimate(s_in, s_out), "scores_in")
+    else:
+        est = AU.gdp_estimate(s_in, s_out)
+        assert isinstance(est, AU.GDPEstimate)
+        finite_float(est.mu)
+        assert est.ci[0] <= est.mu <= est.ci[1] and 0.0 <= est.auc <= 1.0
+        lo, hi = est.epsilon_interval(delta)
+        assert lo <= finite_float(est.epsilon(delta), allow_inf=True) <= hi
+        for bad in (0.0, 1.0, NAN, "1e-5", None):
+            raises_naming(lambda: est.epsilon(bad), "delta")
+    r = max(m // 10, 1)
+    cap = finite_float(float(AU.one_run_ceiling(r, delta=delta, canaries=m)))
+    assert cap <= finite_float(float(AU.one_run_ceiling(r, delta=delta, canaries=m, method="fdp"))) + 1e-9
+    for bad in (0, -1, 2.5, NAN):
+        raises_naming(lambda: AU.one_run_ceiling(bad, delta=delta), "guesses")
+    for bad in (1.0, -0.1, NAN):
+        raises_naming(lambda: AU.one_run_ceiling(r, delta=bad), "delta")
+    raises_naming(lambda: AU.one_run_ceiling(r, delta=delta, canaries=r - 1 if r > 1 else 0), "canaries")
+    raises_naming(lambda: AU.gdp_estimate(s_in, s_out, confidence=1.0), "confidence")
+    raises_naming(lambda: AU.gdp_estimate(s_in[:1], s_out), "scores_in")
+    raises_naming(lambda: AU.tradeoff_curve(s_in, np.full(3, NAN)), "scores_out")
+    raises_naming(lambda: AU.epsilon_lower_bound(s_in, s_out, delta=delta, method="x"), "method")
