@@ -10,9 +10,15 @@ networks with exactly the code that runs them on generalized linear problems
 (:func:`dpclip_lab.algorithms.loop.run`). The driver adds what training needs:
 per-step logs of loss, accuracy and fraction clipped, a progress bar, and
 copying the final θ back into the model.
+
+When a ``torch.distributed`` process group is initialized (or ``distributed=`` names one),
+the same loop runs data-parallel: every rank draws the whole batch from the shared seed,
+computes the clipped sums of its share, and one all-reduce per step sums them
+(:mod:`dpclip_lab.algorithms.distributed`); every rank ends with the one-process θ and record.
 """
 from __future__ import annotations
 
+import zlib
 from typing import Callable
 
 import torch
@@ -22,11 +28,12 @@ from torch.nn.utils import parameters_to_vector
 from ._validation import check_int, check_nonnegative
 from .algorithms.adaptive_clipping import dp_sgd_adaptive_clipping
 from .algorithms.dice_sgd import dice_sgd
+from .algorithms.distributed import DistributedOracle, _number, data_parallel
 from .algorithms.dp_sgd import dp_sgd
 from .algorithms.loop import DPResult, is_seed_sequence
 from .ghost import ModuleOracle  # the layer-wise oracle (falls back to module_grad_fn)
 from .per_sample import BatchStats, _trainable, check_module_inputs, count_correct, module_grad_fn
-from .sampling import make_sampler
+from .sampling import SAMPLING_SCHEMES, make_sampler
 
 __all__ = ["train", "module_grad_fn", "evaluate", "METHODS"]
 
@@ -119,7 +126,7 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
           target_quantile: float = 0.5, clip_lr: float = 0.2, count_noise_std=None,
           optimizer="sgd", seed=None, log_every: int = 10, monitor: tuple | None = None,
           progress: bool | None = None, per_example: str = "auto", normalize: bool = False,
-          stability: float = 0.0) -> DPResult:
+          stability: float = 0.0, distributed=None) -> DPResult:
     """Privately train ``model`` on ``(inputs, targets)``; the model ends with the released θ.
 
     Parameters
@@ -165,6 +172,21 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
         per-example gradients (:mod:`dpclip_lab.ghost`; ``"auto"`` uses it whenever the
         model is supported), or materialized with ``torch.func`` (``"materialize"``).
         Both give the same result up to rounding.
+    distributed : None, bool or torch.distributed.ProcessGroup
+        Data-parallel training (:mod:`dpclip_lab.algorithms.distributed`). None (default):
+        data-parallel when a ``torch.distributed`` process group with more than one process is
+        initialized, one process otherwise; False: one process; True: the default group (it must
+        be initialized); a ``ProcessGroup``: that group. Every rank calls ``train`` with the same
+        arguments, the same seed and the *whole* data set: each step's batch is drawn once for
+        the whole data set (the one-process stream), each rank computes the per-example clipped
+        sums of a contiguous share of it, one all-reduce sums them, and every rank draws the same
+        noise from the shared seed and applies the same update. Every rank ends with the θ of the
+        one-process run (up to floating-point summation order) and the same privacy record. Rank
+        0's initial parameters are broadcast (as ``DistributedDataParallel`` does); ``seed=None``
+        uses rank 0's fresh seed; mismatched arguments or data raise ``ValueError`` on every rank;
+        a rank that dies makes the others raise
+        :class:`~dpclip_lab.algorithms.distributed.DataParallelError` (one that hangs: the
+        group's timeout, ``init_process_group(..., timeout=...)``). The progress bar is rank 0's.
 
     Raises
     ------
@@ -181,6 +203,7 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
         ``theta`` is the flat parameters, ``iterates=None``, ``history["fraction_clipped"]``
         and ``history["batch_size"]`` per step, and ``extra["log"]``: a dict of lists ``step``,
         ``loss``, ``accuracy``, ``fraction_clipped`` (at the logged step) — see ``monitor``.
+        A data-parallel run adds ``extra["data_parallel"]``: ``{"rank", "world_size", "backend"}``.
     """
     check_module_inputs(model, inputs, targets)   # tensors, same non-zero n, no BatchNorm, dtypes
     n = check_int(inputs.shape[0], "n", minimum=1)
@@ -210,9 +233,22 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
         raise ValueError("normalize=True cannot be combined with method='adaptive': every normalized gradient "
                          "has norm C, so there is no quantile of norms to track; use method='dp_sgd'")
 
+    dp = data_parallel(distributed)  # None: one process (the code path below is then unchanged)
     params = _trainable(model)
     theta0 = parameters_to_vector(params).detach().clone()
+    if dp is not None:
+        seed = dp.shared_seed(seed, theta0)
+        dp.agree(_run_signature(
+            theta0, inputs, targets, n=n, steps=steps, batch_size=batch_size, seed=seed, method=method,
+            sampling=sampling, lr=lr, clip_norm=clip_norm, noise_multiplier=noise_multiplier,
+            pre_clip_std=pre_clip_std, feedback_clip_norm=feedback_clip_norm, target_quantile=target_quantile,
+            clip_lr=clip_lr, count_noise_std=count_noise_std, normalize=normalize, stability=stability),
+            theta0, checksums=("inputs (checksum)", "targets (checksum)"))
+        dp.broadcast(theta0, "broadcast of rank 0's initial parameters")
+        if dp.rank != 0:
+            progress = False
     grad_fn = ModuleOracle(model, loss_fn, inputs, targets, mode=per_example)
+    oracle = grad_fn if dp is None else DistributedOracle(grad_fn, dp)
     log = {"step": [], "loss": [], "accuracy": [], "fraction_clipped": []}
     # Default monitor: per step the (Σ loss, size) of the step's own forward pass; per logging window
     # the number of correct predictions (_Window).
@@ -220,8 +256,8 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
 
     def callback(t, theta, stats):
         if monitor is None:
-            b = grad_fn.last_batch
-            grad_fn.last_batch = None
+            b = oracle.last_batch
+            oracle.last_batch = None
             batches.append(None if b is None else (b.loss_sum, b.size))
             window.add(b)
             if (t + 1) % log_every == 0 or t + 1 == steps:
@@ -239,13 +275,13 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
                   callback=callback)
     try:
         if method == "dp_sgd":
-            result = dp_sgd(grad_fn, theta0, clip_norm=clip_norm, pre_clip_std=pre_clip_std, normalize=normalize,
+            result = dp_sgd(oracle, theta0, clip_norm=clip_norm, pre_clip_std=pre_clip_std, normalize=normalize,
                             stability=stability, **common)
         elif method == "dice_sgd":
-            result = dice_sgd(grad_fn, theta0, clip_norm=clip_norm, feedback_clip_norm=feedback_clip_norm,
+            result = dice_sgd(oracle, theta0, clip_norm=clip_norm, feedback_clip_norm=feedback_clip_norm,
                               normalize=normalize, stability=stability, **common)
         else:
-            result = dp_sgd_adaptive_clipping(grad_fn, theta0, initial_clip_norm=clip_norm,
+            result = dp_sgd_adaptive_clipping(oracle, theta0, initial_clip_norm=clip_norm,
                                               target_quantile=target_quantile, clip_lr=clip_lr,
                                               count_noise_std=count_noise_std, **common)
     finally:
@@ -259,4 +295,18 @@ def train(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: to
         grad_fn.load(result.theta)
     result.algorithm += " (nn.Module)"
     result.extra.update({"log": log, "method": method, "normalize": normalize, "stability": stability})
+    if dp is not None:
+        result.extra["data_parallel"] = {"rank": dp.rank, "world_size": dp.world_size, "backend": dp.backend}
     return result
+
+
+def _run_signature(theta0, inputs, targets, *, seed, method, sampling, **hyper) -> dict:
+    """What every rank of a data-parallel :func:`train` must agree on, as numbers (NaN: not one number)."""
+    seed = seed % (1 << 64)
+    sig = {"number of parameters": theta0.numel(), "dtype": zlib.crc32(str(theta0.dtype).encode()),
+           "seed (high bits)": seed >> 32, "seed (low bits)": seed & 0xFFFFFFFF, "method": METHODS.index(method),
+           "sampling": SAMPLING_SCHEMES.index(sampling)}
+    sig.update({name: _number(v) for name, v in hyper.items()})
+    sig["inputs (checksum)"] = float(inputs.sum(dtype=torch.float64))
+    sig["targets (checksum)"] = float(targets.sum(dtype=torch.float64))
+    return sig
