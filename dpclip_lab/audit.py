@@ -1318,9 +1318,10 @@ def one_run_gradient_audit(*, canaries: int, steps: int, noise_multiplier: float
 
     Returns
     -------
-    dict with ``epsilon_lower`` (one-run bound), ``epsilon_accountant``,
-    ``scores``, ``included``, ``method``, ``epsilon_ceiling`` (:func:`one_run_ceiling`
-    for the largest guess count used) and, for ``"fdp"``, ``mu_lower``.
+    dict
+        With ``epsilon_lower`` (the one-run bound), ``epsilon_accountant``,
+        ``scores``, ``included``, ``method``, ``epsilon_ceiling`` (:func:`one_run_ceiling`
+        for the largest guess count used) and, for ``"fdp"``, ``mu_lower``.
     """
     from .accountants.calibration import make_accountant
     from .algorithms import dp_sgd

@@ -161,12 +161,13 @@ def clip(g: torch.Tensor, clip_norm) -> torch.Tensor:
 
     Returns
     -------
-    Tensor of shape ``broadcast(g.shape[:-1], clip_norm.shape) + (p,)``:
-    ``g_i * min(1, C / ||g_i||)``. Vectors inside the ball are returned
-    unchanged; zero vectors stay exactly zero; the direction is never changed.
+    Tensor
+        ``g_i * min(1, C / ||g_i||)`` for every vector ``g_i``, of shape
+        ``broadcast(g.shape[:-1], clip_norm.shape) + (p,)``. Vectors inside the ball are
+        returned unchanged; zero vectors stay exactly zero; the direction is never changed.
 
-    Integer tensors are promoted to the default float dtype. Vectors whose norm
-    exceeds the dtype's range (float32 entries near 3e38) are clipped exactly.
+        Integer tensors are promoted to the default float dtype. Vectors whose norm
+        exceeds the dtype's range (float32 entries near 3e38) are clipped exactly.
 
     Raises
     ------

@@ -36,9 +36,12 @@ The module's functions:
 
 References
 ----------
-Zhang et al. (2024), DiceSGD: Alg. 1, 2, 4, App. B.1. Chen, Wu, Hong (2020) §5.
-Andrew et al. (2021). Bu et al. (2023), automatic clipping. Wang, Lei, Ying, Zhang
-(2022), Alg. 1–2. Abadi et al. (2016).
+Zhang et al. (2024), DiceSGD: Alg. 1, 2, 4, App. B.1.
+Chen, Wu & Hong (2020), §5 (pre-clipping perturbation).
+Andrew et al. (2021), adaptive (quantile) clipping.
+Bu et al. (2023), automatic clipping.
+Wang, Lei, Ying & Zhang (2022), Alg. 1–2.
+Abadi et al. (2016), DP-SGD.
 """
 from __future__ import annotations
 
@@ -201,8 +204,10 @@ def sweep(method: str, problem: GLProblem, *, epsilon: float, delta: float, step
     method : one of :data:`METHODS`
     problem : GLProblem
         With ``‖x_i‖ ≤ 1`` for Wang et al.'s methods (they get ``feature_bound=1``).
-    epsilon, delta : the common privacy level.
-    steps, lr, batch_size : T, η and the expected (Poisson) batch size, shared by all
+    epsilon, delta : float
+        The common privacy level.
+    steps, lr, batch_size : int, float, int
+        T, η and the expected (Poisson) batch size, shared by all
         clipping methods; ``wang_steps``/``wang_lr`` for Wang et al.'s (batch 1;
         default ``n`` steps and ``min(lr, 0.5)``).
     clip_norms : sequence of float
@@ -214,8 +219,10 @@ def sweep(method: str, problem: GLProblem, *, epsilon: float, delta: float, step
         The optimal objective value (excess risk = objective − f_star).
     radius : float, optional
         Projection radius (required for Wang et al.'s methods; used by all if given).
-    pre_clip_std, target_quantile : the knobs of pre-clip perturbation and adaptive clipping.
-    feature_bound, label_bound : stated bounds on ``‖x‖`` and ``|y|`` over the data domain, which
+    pre_clip_std, target_quantile : float
+        The knobs of pre-clip perturbation and adaptive clipping.
+    feature_bound, label_bound : float
+        Stated bounds on ``‖x‖`` and ``|y|`` over the data domain, which
         Wang et al.'s calibrations need (the lab's data sets have ``‖x‖ ≤ 1``).
 
     Returns
@@ -424,11 +431,12 @@ def sweep_network(method: str, make_model, loss_fn, data, *, epsilon: float, del
         A fresh model (default initialization drawn from the global generator).
     loss_fn : callable (outputs, targets) -> scalar
     data : tuple (X_train, y_train, X_test, y_test)
-    epsilon, delta, steps, lr, batch_size, optimizer : as in :func:`sweep` (``optimizer``
-        ``"adam"`` is Alg. 3 for DiceSGD).
+    epsilon, delta, steps, lr, batch_size, optimizer
+        As in :func:`sweep` (``optimizer="adam"`` is Alg. 3 for DiceSGD).
     clip_norms : sequence of float
     seeds : int
-    pre_clip_std, target_quantile : the knobs of pre-clip perturbation and adaptive clipping.
+    pre_clip_std, target_quantile : float
+        The knobs of pre-clip perturbation and adaptive clipping.
 
     Returns
     -------
@@ -575,12 +583,15 @@ def tune_step_size(method: str, make_model, loss_fn, train, validation, test, *,
     lrs : sequence of float
         The step-size grid.
     seeds : int
-    steps, batch_size, optimizer : T, expected batch size B, ``"adam"`` or ``"sgd"``.
+    steps, batch_size : int
+        T and the expected batch size B.
+    optimizer : {"adam", "sgd"}
     clip_norm : float
         C (C1 = C2 for DiceSGD); required for the private methods, ignored by ``"nonprivate"``.
     noise_multiplier : float
         z; must be 0 for ``"nonprivate"``.
-    delta, accountant : for ``epsilon_spent``.
+    delta, accountant
+        For ``epsilon_spent``.
 
     Returns
     -------

@@ -183,8 +183,9 @@ def clipped_descent(grad_norm, clip_norm, *, dim: int = 1, noise_std=1.0, pre_cl
 
     Returns
     -------
-    float if every input is a number, else a Tensor of the broadcast shape
-    (a pair ``(value, standard_error)`` with ``return_se=True``).
+    float or Tensor
+        A float if every input is a number, else a Tensor of the broadcast shape
+        (a pair ``(value, standard_error)`` with ``return_se=True``).
 
     References
     ----------
@@ -373,7 +374,8 @@ def bias_decomposition(grad: torch.Tensor, noise: torch.Tensor, clip_norm, *,
 
     Returns
     -------
-    BiasDecomposition of tensors (shape ``[]`` or ``[K]``).
+    BiasDecomposition
+        Its fields are tensors of shape ``[]`` or ``[K]``.
     """
     sym = torch.cat([noise, -noise]) if symmetric_noise is None else symmetric_noise
     if symmetric_noise is not None:
@@ -408,7 +410,10 @@ def mixture_descent(means: torch.Tensor, weights, clip_norm, *, noise_std=1.0, s
 
     Returns
     -------
-    (descent, grad): the expected descent and ``∇f = Σ w_i u_i [p]``.
+    descent : Tensor
+        The expected descent.
+    grad : Tensor[p]
+        ``∇f = Σ w_i u_i``.
     """
     check_finite_tensor(means, "means")
     if means.dim() != 2:
@@ -501,16 +506,25 @@ def wasserstein_disparity(grad: torch.Tensor, noise: torch.Tensor, clip_norm, *,
 
     Parameters
     ----------
-    grad : Tensor[p]; noise : Tensor[m, p]
-    clip_norm : float, or a 1-D Tensor[K] (one transport problem per clip norm)
-    symmetric_noise : Tensor[m', p], optional — samples of p̃ (default: ±noise).
-    weights, symmetric_weights : optional probability vectors (default uniform).
+    grad : Tensor[p]
+        The true gradient ``v = ∇f``.
+    noise : Tensor[m, p]
+        Samples of ``p``.
+    clip_norm : float or Tensor[K]
+        A 1-D tensor solves one transport problem per clip norm.
+    symmetric_noise : Tensor[m', p], optional
+        Samples of ``p̃`` (default: ±noise).
+    weights, symmetric_weights : Tensor, optional
+        Probability vectors of the two samples (default uniform).
+    method : {"1d", "emd"}
 
     Returns
     -------
-    float (a CPU Tensor[K] for a tensor of clip norms): ``W_{∇f,c}(p̃, p)``, between 0 and ``2‖∇f‖c`` (each ``|⟨v, clip(·)⟩| ≤ ‖v‖c``;
-    the paper's remark after eq. (10) says the metric is bounded by ``‖∇f‖c``, which
-    holds for the two values' difference only when they have the same sign).
+    float or Tensor[K]
+        ``W_{∇f,c}(p̃, p)`` (a CPU Tensor[K] for a tensor of clip norms), between 0 and
+        ``2‖∇f‖c`` (each ``|⟨v, clip(·)⟩| ≤ ‖v‖c``; the paper's remark after eq. (10) says
+        the metric is bounded by ``‖∇f‖c``, which holds for the two values' difference
+        only when they have the same sign).
     """
     import ot
 
@@ -616,7 +630,8 @@ def theorem5_step_bound(*, lr, steps: int, clip_norm, D_f: float, G: float, dim:
 
     Returns
     -------
-    float, or a Tensor if any of ``lr``, ``clip_norm``, ``noise_std`` is a tensor.
+    float or Tensor
+        A Tensor if any of ``lr``, ``clip_norm``, ``noise_std`` is a tensor.
     """
     scalar = not any(isinstance(v, torch.Tensor) for v in (lr, clip_norm, noise_std))
     a = _as_tensor(lr, "lr", positive=True)
@@ -783,7 +798,8 @@ def gradients_along_training(model, loss_fn, inputs: torch.Tensor, targets: torc
         Trained in place (it ends with the last epoch's parameters).
     epochs : int
         Number of epochs (≥ 0).
-    checkpoints, measure_at : iterables of epochs in ``[0, epochs]``.
+    checkpoints, measure_at : iterable of int
+        Epochs in ``[0, epochs]``.
     view : int
         Examples whose gradients are kept (≥ 0; capped at ``n``).
     lr, clip_norm, noise_multiplier, batch_size

@@ -510,8 +510,12 @@ def ghost_norms_and_sum(model: nn.Module, loss_fn: Callable, inputs: torch.Tenso
 
     Returns
     -------
-    ``(norms [B], scaled [n_params], raw [n_params] or None)``; columns in the order
-    of :func:`dpclip_lab.per_sample.flat_params`.
+    norms : Tensor[B]
+        The per-example gradient norms.
+    scaled : Tensor[n_params]
+        ``Σ_i scale_i g_i``, columns in the order of :func:`dpclip_lab.per_sample.flat_params`.
+    raw : Tensor[n_params] or None
+        ``Σ_i g_i`` (None unless ``need_raw``).
 
     Raises
     ------

@@ -151,7 +151,12 @@ def dicesgd_sum_statistic_law(*, n, batch_size, steps, clip_norm, feedback_clip_
 
     Returns
     -------
-    means : ndarray, weights : ndarray (same length), std : float (``σ1 √T``)
+    means : ndarray
+        The means ``m_j`` of the mixture's components.
+    weights : ndarray
+        Their weights ``w_j`` (same length).
+    std : float
+        The common standard deviation ``σ1 √T``.
     """
     n, B, T, C1, C2, variant = _setting(n, batch_size, steps, clip_norm, feedback_clip_norm, variant)
     z = check_positive(noise_multiplier, "noise_multiplier")

@@ -55,12 +55,13 @@ def minimize(problem: GLProblem, *, clip_norm=None, radius=None, solver=None) ->
 
     Returns
     -------
-    Tensor[p] on the problem's device and dtype. The minimizer may be non-unique
-    (e.g. Chen et al. Example 2 clipped); then cvxpy returns one of them. When
-    ``p > n`` the problem is solved in the span of the features (the loss only
-    sees ``Mθ``, and projecting onto the span never increases ``||θ||``), so the
-    answer is the minimizer of smallest norm and ``p = 10^5`` costs no more than
-    ``p = rank``.
+    Tensor[p]
+        On the problem's device and dtype. The minimizer may be non-unique
+        (e.g. Chen et al. Example 2 clipped); then cvxpy returns one of them. When
+        ``p > n`` the problem is solved in the span of the features (the loss only
+        sees ``Mθ``, and projecting onto the span never increases ``||θ||``), so the
+        answer is the minimizer of smallest norm and ``p = 10^5`` costs no more than
+        ``p = rank``.
     """
     if not isinstance(problem, GLProblem):
         raise TypeError("minimize needs a GLProblem")

@@ -107,8 +107,9 @@ def per_sample_grads(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor,
 
     Returns
     -------
-    Tensor[batch, n_params]; columns follow :func:`param_shapes`, rows examples.
-    Use :func:`unflatten` to get per-parameter views.
+    Tensor[batch, n_params]
+        One row per example; the columns follow :func:`param_shapes`.
+        Use :func:`unflatten` to get per-parameter views.
 
     Raises
     ------

@@ -365,7 +365,8 @@ def poisson_positions(n: int, q: float, runs: int, generator: torch.Generator, d
 
     Returns
     -------
-    LongTensor ``[runs, K]``: sorted member indices per run, padded with ``n``.
+    LongTensor[runs, K]
+        The sorted member indices of each run, padded with ``n``.
     """
     inv_log1mq = 1.0 / math.log1p(-q)
     k = _poisson_row_length(n, q)

@@ -327,8 +327,8 @@ def jacobian(field: Field, theta: torch.Tensor) -> torch.Tensor:
 
     Returns
     -------
-    Tensor ``[..., d, d]``. For a gradient field (``field = ∇f``) this is the
-    Hessian of ``f`` and is symmetric.
+    Tensor[..., d, d]
+        For a gradient field (``field = ∇f``) this is the Hessian of ``f`` and is symmetric.
     """
     _check_vec(theta, "theta")
     lead, d = theta.shape[:-1], theta.shape[-1]
@@ -412,7 +412,8 @@ def circulation(field: Field, center: torch.Tensor, u, v, radius, *, n_points: i
 
     Parameters
     ----------
-    field : callable ``[..., d] -> [..., d]``, pointwise in the leading dims.
+    field : callable
+        ``[..., d] -> [..., d]``, pointwise in the leading dims.
     center : Tensor[..., d]
     u, v : Tensor[d] (or broadcasting against ``center``)
     radius : float or Tensor broadcasting against ``center.shape[:-1]``
@@ -423,7 +424,8 @@ def circulation(field: Field, center: torch.Tensor, u, v, radius, *, n_points: i
 
     Returns
     -------
-    Tensor of shape ``broadcast(center.shape[:-1], radius.shape)``.
+    Tensor
+        Of shape ``broadcast(center.shape[:-1], radius.shape)``.
     """
     _check_vec(center, "center")
     n = check_int(n_points, "n_points", minimum=8)
@@ -458,7 +460,8 @@ def line_integral(field: Field, vertices: torch.Tensor, *, n_nodes: int = 16, pi
 
     Returns
     -------
-    Tensor of shape ``vertices.shape[:-2]``.
+    Tensor
+        Of shape ``vertices.shape[:-2]``.
     """
     if not isinstance(vertices, torch.Tensor) or vertices.dim() < 2 or vertices.shape[-2] < 2 \
             or not vertices.is_floating_point():

@@ -224,8 +224,9 @@ def sgd_runs(X, y, *, family, q, lr, steps, runs, n=None, radius=None, noise_std
 
     Parameters
     ----------
-    X : Tensor[N, p], y : Tensor[N]
-        Data; run r uses the first ``n[r]`` rows (a sweep over n is one program).
+    X, y : Tensor
+        Data, ``X`` of shape ``[N, p]`` and ``y`` of shape ``[N]``; run r uses the first
+        ``n[r]`` rows (a sweep over n is one program).
     family : {"hinge", "regression"}
     q, lr, n, noise_std : float or Tensor[runs]
         Per-run loss exponent, step size η, sample size, noise std σ.
@@ -352,7 +353,7 @@ def wang_thm7_terms(*, steps, n, eta, alpha, L, M, gamma, R=None, C_alpha=None):
 
     References
     ----------
-    [003] Theorem 7, Remark 1.
+    Wang, Lei, Ying & Zhang (2022), Theorem 7, Remark 1.
     """
     T = check_int(steps, "steps", minimum=1)
     n = check_int(n, "n", minimum=1)

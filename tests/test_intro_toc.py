@@ -9,9 +9,16 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _entries(entries: list[dict]) -> list[str]:
+    """The files of ``entries`` and of their ``sections``, depth first (the order of the book)."""
+    return [f for e in entries for f in [e["file"]] + _entries(e.get("sections", []))]
+
+
 def _toc_files() -> list[str]:
+    """Every page of the table of contents: the chapters of each part and their sections (the API
+    reference's pages sit under ``book/api/index``)."""
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    return [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    return [f for part in toc["parts"] for f in _entries(part["chapters"])]
 
 
 def test_every_toc_chapter_is_introduced_and_every_intro_link_is_in_the_toc():

@@ -54,8 +54,8 @@ def classic_gaussian_sigma(epsilon, delta, sensitivity=1.0) -> float:
 
     References
     ----------
-    Dwork & Roth (2014), Theorem A.1; used as Lemma 2 of Wang et al. (paper 003) and
-    Def. 2.2 of Zhang et al. (DiceSGD, paper 004).
+    Dwork & Roth (2014), Theorem A.1; used as Lemma 2 of Wang, Lei, Ying & Zhang (2022)
+    and Def. 2.2 of Zhang et al. (2024) (DiceSGD).
     """
     epsilon = check_positive(epsilon, "epsilon")
     delta = check_open_unit(delta, "delta")
@@ -110,8 +110,8 @@ def analytic_gaussian_delta(sigma, epsilon, sensitivity=1.0) -> float:
         this formula (see ``_gaussian_log_delta``) and rounded up by its error bound
         (about 1e-15 relative), so it is never below the true δ.
 
-    Where the inputs are so extreme that δ cannot be resolved to 1e-6 relative in floating
-    point (εσ/Δ or Δ/σ beyond ~1e16), the cruder valid bound δ ≤ Φ(Δ/(2σ) − εσ/Δ) is returned.
+        Where the inputs are so extreme that δ cannot be resolved to 1e-6 relative in floating
+        point (εσ/Δ or Δ/σ beyond ~1e16), the cruder valid bound δ ≤ Φ(Δ/(2σ) − εσ/Δ) is returned.
 
     References
     ----------

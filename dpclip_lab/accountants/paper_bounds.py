@@ -13,13 +13,13 @@ numbers (computed in ``tests/test_accountants_paper_bounds.py``).
 
 References
 ----------
-[000] Song, Thakkar, Thakurta (2021). Characterizing private clipped gradient descent
-      on convex generalized linear problems.
-[002] Chen, Wu, Hong (2020). Understanding gradient clipping in private SGD: a
-      geometric perspective.
-[003] Wang, Lei, Ying, Zhang (2022). Differentially private SGD with non-smooth losses.
-[004] Zhang et al. (2024). Differentially private SGD without clipping bias: an
-      error-feedback approach (DiceSGD).
+Song, Thakkar & Thakurta (2021). Characterizing private clipped gradient descent
+    on convex generalized linear problems.
+Chen, Wu & Hong (2020). Understanding gradient clipping in private SGD: a
+    geometric perspective.
+Wang, Lei, Ying & Zhang (2022). Differentially private SGD with non-smooth losses.
+Zhang et al. (2024). Differentially private SGD without clipping bias: an
+    error-feedback approach (DiceSGD).
 Abadi et al. (2016). Deep learning with differential privacy. CCS. Theorem 1.
 """
 from __future__ import annotations
@@ -89,8 +89,10 @@ def song_thm22_sigma(clip_norm, steps, n, epsilon, delta) -> float:
 
     Parameters
     ----------
-    clip_norm : float > 0   (L)
-    steps : int >= 1        (T)
+    clip_norm : float > 0
+        The clipping norm L.
+    steps : int >= 1
+        The number of steps T.
     n : int >= 1
     epsilon : float > 0
     delta : float in (0, 1)
@@ -101,7 +103,7 @@ def song_thm22_sigma(clip_norm, steps, n, epsilon, delta) -> float:
 
     References
     ----------
-    [000] Theorem 2.2 (from Abadi et al. 2016 and Bassily et al. 2014).
+    Song, Thakkar & Thakurta (2021), Theorem 2.2 (from Abadi et al. 2016 and Bassily et al. 2014).
     """
     return song_sigma_for_privacy(epsilon, delta, n=n, steps=steps, clip_norm=clip_norm)
 
@@ -135,7 +137,7 @@ def song_thmD2_sigma(clip_norm, steps, epsilon, delta) -> float:
 
     References
     ----------
-    [000] Appendix D, Theorem D.2.
+    Song, Thakkar & Thakurta (2021), Appendix D, Theorem D.2.
     """
     return song_thm22_sigma(clip_norm, steps, 1, epsilon, delta)
 
@@ -189,7 +191,7 @@ def chen_thm4_sigma(clip_norm, steps, n, epsilon, delta, *, v) -> float:
 
     References
     ----------
-    [002] Theorem 4; Abadi et al. (2016), Theorem 1.
+    Chen, Wu & Hong (2020), Theorem 4; Abadi et al. (2016), Theorem 1.
     """
     c = check_positive(clip_norm, "clip_norm")
     T = check_int(steps, "steps", minimum=1)
@@ -205,11 +207,11 @@ def dicesgd_thm23_sigma(clip_norm, steps, n, epsilon, delta, *, v) -> float:
     Source: Zhang et al. (2024), Thm 2.3 (= Abadi et al. (2016), Thm 1).
 
     Same statement as :func:`chen_thm4_sigma` (σ on the averaged mini-batch gradient,
-    Alg. 1 of [004]); the constants u, v are unspecified in the paper.
+    Alg. 1 of Zhang et al. (2024)); the constants u, v are unspecified in the paper.
 
     References
     ----------
-    [004] Theorem 2.3.
+    Zhang et al. (2024), Theorem 2.3.
     """
     return chen_thm4_sigma(clip_norm, steps, n, epsilon, delta, v=v)
 
@@ -242,7 +244,7 @@ def wang_lemma2_sigma(sensitivity, epsilon, delta) -> float:
 
     References
     ----------
-    [003] Lemma 2; Dwork & Roth (2014), Theorem A.1.
+    Wang, Lei, Ying & Zhang (2022), Lemma 2; Dwork & Roth (2014), Theorem A.1.
     """
     return classic_gaussian_sigma(epsilon, delta, sensitivity)
 
@@ -274,17 +276,24 @@ def wang_delta_sgd(*, steps, n, eta, alpha, L, M, gamma, R=None, C_alpha=None) -
 
     Parameters
     ----------
-    steps, n : int        T and the sample size.
-    eta : float           constant step size (< min{1, 1/L}).
-    alpha : float in [0, 1]   Hölder exponent.
-    L, M : float          Hölder constant and M = sup ‖∂ℓ(0, z)‖.
-    gamma : float in (0, 1)   failure probability.
-    R : float, optional   radius of the domain (part b).
-    C_alpha : float, optional   needed when R is None (part a).
+    steps, n : int
+        T and the sample size.
+    eta : float
+        The constant step size (< min{1, 1/L}).
+    alpha : float in [0, 1]
+        The Hölder exponent.
+    L, M : float
+        The Hölder constant, and M = sup ‖∂ℓ(0, z)‖.
+    gamma : float in (0, 1)
+        The failure probability.
+    R : float, optional
+        The radius of the domain (part b).
+    C_alpha : float, optional
+        Needed when R is None (part a).
 
     References
     ----------
-    [003] Theorem 7, eq. (2).
+    Wang, Lei, Ying & Zhang (2022), Theorem 7, eq. (2).
     """
     T = check_int(steps, "steps", minimum=1)
     n = check_int(n, "n", minimum=1)
@@ -339,7 +348,7 @@ def wang_lemma3_rdp(sample_rate, noise_multiplier, order, *, check=True) -> floa
 
     References
     ----------
-    [003] Lemma 3.
+    Wang, Lei, Ying & Zhang (2022), Lemma 3.
     """
     p = check_probability(sample_rate, "sample_rate")
     z = check_positive(noise_multiplier, "noise_multiplier")
@@ -363,7 +372,7 @@ def wang_thm11_sigma(grad_bound, steps, n, epsilon, delta, beta) -> float:
 
     References
     ----------
-    [003] Algorithm 2, Theorem 11 and its proof (Sec. 3.3).
+    Wang, Lei, Ying & Zhang (2022), Algorithm 2, Theorem 11 and its proof (Sec. 3.3).
     """
     G = check_positive(grad_bound, "grad_bound")
     T = check_int(steps, "steps", minimum=1)
@@ -536,7 +545,7 @@ def dicesgd_thm38_sigma(C1, C2, G_prime, steps, N, epsilon, delta) -> float:
 
     References
     ----------
-    [004] Theorem 3.8, Theorem A.4, Appendix A.2 (eq. after (25)).
+    Zhang et al. (2024), Theorem 3.8, Theorem A.4, Appendix A.2 (eq. after (25)).
     """
     gbar = _dicesgd_gbar(C1, C2, G_prime)
     T = check_int(steps, "steps", minimum=1)
@@ -559,7 +568,7 @@ def dicesgd_thm38_epsilon(sigma1, C1, C2, G_prime, steps, N, delta) -> float:
 
     References
     ----------
-    [004] Theorem 3.8, Theorem A.4.
+    Zhang et al. (2024), Theorem 3.8, Theorem A.4.
     """
     s = check_nonnegative(sigma1, "sigma1")
     if s == 0:
@@ -581,7 +590,7 @@ def dicesgd_alg4_sigma(steps, N, epsilon, delta, clip_norm=1.0) -> float:
 
     References
     ----------
-    [004] Section 3 ("Hyperparameter tuning efficiency") and Algorithm 4.
+    Zhang et al. (2024), Section 3 ("Hyperparameter tuning efficiency") and Algorithm 4.
     """
     T = check_int(steps, "steps", minimum=1)
     N = check_int(N, "N", minimum=1)

@@ -480,7 +480,7 @@ def rdp_sampled_without_replacement_gaussian(sample_rate, noise_multiplier,
     [1e-100, 1e100], where the bounds' terms over- or underflow (1/z² = inf or 0), the
     full Gaussian's α/(2z²) is returned (valid: subsampling never increases RDP).
 
-    Wang, Lei, Ying, Zhang (paper 003), Lemma 3 uses the simplified bound
+    Wang, Lei, Ying & Zhang (2022), Lemma 3 uses the simplified bound
     3.5 γ² α / z² under conditions; see
     :func:`dpclip_lab.accountants.paper_bounds.wang_lemma3_rdp`.
     """

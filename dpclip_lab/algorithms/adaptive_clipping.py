@@ -104,10 +104,11 @@ def dp_sgd_adaptive_clipping(grad_fn, theta0, *, n, steps, lr, initial_clip_norm
 
     Returns
     -------
-    AdaptiveClippingResult with ``history["clip_norm"]`` (C_t), ``history["noisy_unclipped_fraction"]``,
-    ``extra["gradient_noise_multiplier"]`` (z_Δ), ``extra["count_noise_std"]`` and
-    ``extra["event_noise_multiplier"]`` (what ``dp_event()`` accounts; below z for
-    ``sampling="shuffle"``, see the module docstring).
+    AdaptiveClippingResult
+        The run, with ``history["clip_norm"]`` (C_t), ``history["noisy_unclipped_fraction"]``,
+        ``extra["gradient_noise_multiplier"]`` (z_Δ), ``extra["count_noise_std"]`` and
+        ``extra["event_noise_multiplier"]`` (what ``dp_event()`` accounts; below z for
+        ``sampling="shuffle"``, see the module docstring).
     """
     n = check_n(n, grad_fn)
     # checked here under its own name (the privatizer calls it clip_norm)

@@ -123,7 +123,8 @@ def dicesgd_sensitivity(clip_norm, feedback_clip_norm, batch_size, relation="add
 
     Returns
     -------
-    float (the largest over runs when the norms are tensors).
+    float
+        The sensitivity (the largest over runs when the norms are tensors).
     """
     C1, C2 = _clip_norms(clip_norm, feedback_clip_norm)
     B = check_int(batch_size, "batch_size", minimum=1)
@@ -311,10 +312,11 @@ def dice_sgd(grad_fn, theta0, *, n, steps, lr, clip_norm, feedback_clip_norm, no
 
     Returns
     -------
-    DiceSGDResult (last iterate); ``history["error_norm"]`` tracks ‖e_t‖ and
-    ``extra["error"]`` holds the final error ``e_T`` (``[p]``, or ``[R, p]`` for a
-    sweep) — hidden state, never released; the book uses it for the virtual
-    iterate ``x̃_T = x_T − η e_T`` of the Thm 3.7 / A.3 proof.
+    DiceSGDResult
+        The last iterate; ``history["error_norm"]`` tracks ‖e_t‖ and
+        ``extra["error"]`` holds the final error ``e_T`` (``[p]``, or ``[R, p]`` for a
+        sweep) — hidden state, never released; the book uses it for the virtual
+        iterate ``x̃_T = x_T − η e_T`` of the Thm 3.7 / A.3 proof.
 
     Raises
     ------

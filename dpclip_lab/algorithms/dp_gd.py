@@ -48,8 +48,8 @@ def dp_gd(grad_fn, theta0, *, n, steps, lr, clip_norm, noise_multiplier, project
 
     Returns
     -------
-    DPResult with ``release="average"``; ``dp_event()`` is
-    ``SelfComposedEvent(GaussianEvent(z), T)``.
+    DPResult
+        With ``release="average"``; ``dp_event()`` is ``SelfComposedEvent(GaussianEvent(z), T)``.
     """
     res = dp_sgd(grad_fn, theta0, n=n, steps=steps, lr=lr, clip_norm=clip_norm,
                  noise_multiplier=noise_multiplier, sampling="full", project=project, average=True,

@@ -95,9 +95,10 @@ def dp_sgd_gradient_perturbation(grad_fn, theta0, *, n, steps, lr, epsilon, delt
 
     Returns
     -------
-    DPResult (``release="average"``: ``(1/T) Σ_{t=1}^T w_t`` with ``w_1 = θ_0``, as in
-    the paper), ``extra`` with ``sigma``, ``beta``, ``gradient_bound`` G and
-    ``paper_epsilon``; ``noise_multiplier = σ/G``.
+    DPResult
+        With ``release="average"`` (``(1/T) Σ_{t=1}^T w_t`` with ``w_1 = θ_0``, as in
+        the paper), ``extra`` with ``sigma``, ``beta``, ``gradient_bound`` G and
+        ``paper_epsilon``, and ``noise_multiplier = σ/G``.
     """
     n = check_n(n, grad_fn)
     R = check_positive(radius, "radius")

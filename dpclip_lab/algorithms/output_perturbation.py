@@ -220,9 +220,10 @@ def dp_sgd_output_perturbation(grad_fn, theta0, *, n, steps, lr, epsilon, delta,
 
     Returns
     -------
-    OutputPerturbationResult: ``theta = (1/T) Σ_{t=1}^T w_t + b``,
-    ``extra["sensitivity"]`` (Δ), ``extra["noise_std"]`` (σ), ``extra["noise_std_classic"]``
-    (Lemma 2's σ, None for ε ≥ 1); ``dp_event()`` is ``EpsilonDeltaEvent(ε, δ)``.
+    OutputPerturbationResult
+        ``theta = (1/T) Σ_{t=1}^T w_t + b``, with ``extra["sensitivity"]`` (Δ),
+        ``extra["noise_std"]`` (σ) and ``extra["noise_std_classic"]`` (Lemma 2's σ, None
+        for ε ≥ 1); ``dp_event()`` is ``EpsilonDeltaEvent(ε, δ)``.
     """
     n = check_n(n, grad_fn)
     eps = check_positive(epsilon, "epsilon")

@@ -122,9 +122,10 @@ def select_stationary_iterate(result: DPResult, grad_fn, *, epsilon: float, clip
 
     Returns
     -------
-    SelectionResult: ``theta`` the selected iterate(s), ``extra["selected_index"]``
-    (``t_priv``, per run), ``extra["scores"]`` (the noiseless norms ``[T]`` or
-    ``[R, T]``), ``dp_event()`` composed with the run's event.
+    SelectionResult
+        ``theta`` is the selected iterate (one per run), ``extra["selected_index"]`` its
+        index ``t_priv``, ``extra["scores"]`` the noiseless norms (``[T]`` or ``[R, T]``);
+        ``dp_event()`` is composed with the run's event.
     """
     eps = check_positive(epsilon, "epsilon")
     if not isinstance(result, DPResult):
