@@ -13,12 +13,13 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.dpclip-installed
 
-.PHONY: help book test venv clean assignments
+.PHONY: help book test venv clean assignments course
 
 help:
 	@echo "make book   build the HTML book into _build/html (creates .venv/ if missing)"
 	@echo "make test   run all tests, including the book build and the browser check"
 	@echo "make assignments  student + autograder copies of the exercises in _build/assignments"
+	@echo "make course  the course edition for instructors in _build/course: site/ (no solutions), student/, autograder/"
 	@echo "make clean  remove _build/"
 
 # PyTorch: the CPU build by default. PyPI's Linux torch wheel is the CUDA build (several GB of GPU
@@ -66,6 +67,13 @@ test: $(STAMP)
 
 assignments: $(STAMP)
 	$(BIN)/python tools/assign.py --check
+
+# The course edition (README, "Classroom"): the book without solutions in _build/course/site
+# (publish it), the student notebooks in _build/course/student, the autograder zips (every test,
+# hidden ones included: keep them private) in _build/course/autograder. Reuses the chapters that
+# the last `make book` executed (_build/jupyter_execute) where they are unchanged.
+course: $(STAMP)
+	$(BIN)/python tools/assign.py --course _build/course
 
 clean:
 	rm -rf _build

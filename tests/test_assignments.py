@@ -8,7 +8,12 @@ raw cell): otter assign runs offline into a temporary folder, then
    the whole notebook without an error and fails every question;
 3. grading the solution notebook passes every test, public and hidden — graded by otter
    for the masters in ``SOLUTION_SMOKE`` (the pipeline), and for every master by nbval,
-   which runs the master's solution cells and then its (public and hidden) assert cells.
+   which runs the master's solution cells and then its (public and hidden) assert cells;
+4. the public tests mean something (issue #32): graded with them alone, the solution
+   passes, an unanswered question fails on a message, and every wrong answer kept in
+   ``tests/wrong_answers/<chapter>.py`` fails with the message it should get. This runs only
+   the statements of the chapter that the exercises need (:func:`chapter_slice`), not the
+   chapter: a few seconds for most masters, ~20 s for those whose exercises read a sweep.
 
 About 25 s per chapter on 2 cores: otter assign (~8 s), then the student copy graded
 (an execution of the whole chapter).
@@ -579,3 +584,368 @@ def test_grading_is_retried_once_only_when_the_kernel_did_not_start(tmp_path, mo
     with pytest.raises(AssertionError, match="q1 failed"):
         _grade(made, "student")
     assert outcomes == ["graded"]  # a real failure is not graded twice
+
+
+# --------------------------------------------------------------------------- public tests that mean something (#32)
+#
+# A wrong answer must not see "All test cases passed!": the public tests (what ``grader.check``
+# runs in the student copy) catch the common mistakes with a message that says what is wrong.
+# ``tests/wrong_answers/<chapter>.py`` keeps plausible wrong answers per question; the test below
+# grades each one with the public tests of the student copy (otter's own OK-test runner) and
+# checks that they reject it with that message, that the solution passes them, and that an
+# unanswered question fails on a message, not on a crash.
+#
+# Fast on purpose: no chapter is executed whole. Only the statements of the chapter that the
+# exercise needs run, in order, in one namespace (a backward slice over top-level statements:
+# the names that the prompt code, the solution, the tests and the wrong answers read, and the
+# statements that define or change them); then per question each answer runs on a copy of that
+# namespace. The chapter's expensive cells (figures, sweeps an exercise does not read) are skipped.
+
+WRONG_ANSWERS_DIR = ROOT / "tests" / "wrong_answers"
+_MARK = re.compile(r"#\s+(BEGIN|END)\s+(QUESTION|SOLUTION|TESTS|PROMPT)\b", re.I)
+#: Calls with a global side effect that a kept statement may rely on (always kept).
+_SIDE_EFFECT = re.compile(r"\b(manual_seed|set_default_dtype|set_num_threads|filterwarnings|simplefilter)\s*\(")
+#: Top-level calls that only show something: left out of solutions and prompt code.
+_OUTPUT_CALLS = {"print", "display", "glue"}
+#: Exceptions a public test may raise on a wrong or missing answer: an assert with a message.
+_RAISED = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))\b(:?)(.*)$", re.M)
+
+
+def wrong_answers(master: Path) -> dict:
+    """``{question: [{mistake, code, message}, ...]}`` from ``tests/wrong_answers/<chapter>.py``."""
+    path = WRONG_ANSWERS_DIR / f"{master.stem}.py"
+    if not path.is_file():
+        return {}
+    namespace: dict = {}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    return namespace["WRONG_ANSWERS"]
+
+
+def _code_cells(master: Path) -> list[dict]:
+    """Code cells of a master in order: source, role (CHAPTER, QUESTION, SOLUTION, TESTS) and question."""
+    out, stack, question = [], [], None
+    for cell in nbformat.read(master, as_version=4).cells:
+        src = cell.source.strip()
+        if cell.cell_type == "raw":
+            m = _MARK.match(src)
+            if m and m.group(1).upper() == "BEGIN":
+                stack.append(m.group(2).upper())
+                if m.group(2).upper() == "QUESTION":
+                    question = re.search(r"name:\s*(\S+)", src).group(1)
+            elif m:
+                if stack.pop() == "QUESTION":
+                    question = None
+            continue
+        if cell.cell_type == "code":
+            out.append({"source": cell.source, "role": stack[-1] if stack else "CHAPTER", "question": question})
+    return out
+
+
+def _statements(source: str) -> list[tuple]:
+    """The top-level statements of some code: (ast node, its source lines, decorators included)."""
+    import ast
+
+    lines = source.splitlines()
+    return [(node, "\n".join(lines[min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1:
+                                   node.end_lineno]))
+            for node in ast.parse(source).body]
+
+
+def _without_output(source: str) -> str:
+    """The code without its top-level ``print``/``display``/``glue`` calls."""
+    import ast
+
+    return "\n".join(s for node, s in _statements(source)
+                     if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+                             and isinstance(node.value.func, ast.Name) and node.value.func.id in _OUTPUT_CALLS))
+
+
+def _base_name(node):
+    import ast
+
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _changed(statements) -> set[str]:
+    """Names whose objects the statements change: ``x[...] = ``, ``x.a = ``, ``x.f(...)`` as a statement."""
+    import ast
+
+    out = set()
+    for stmt in statements:
+        for node in ast.walk(stmt):
+            if isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, ast.Store):
+                out.add(_base_name(node))
+            elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) \
+                    and isinstance(node.value.func, ast.Attribute):
+                out.add(_base_name(node.value.func))
+    return out - {None}
+
+
+def _names(source: str) -> tuple[set, set, set]:
+    """(names a statement defines, names it reads from the module scope, names whose objects it changes)."""
+    import ast
+    import symtable
+
+    top = symtable.symtable(source, "<cell>", "exec")
+    defines = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported() or s.is_namespace()}
+    reads = set()
+
+    def walk(table, is_top):
+        reads.update(s.get_name() for s in table.get_symbols() if s.is_referenced() and (is_top or s.is_global()))
+        for child in table.get_children():
+            walk(child, False)
+
+    walk(top, True)
+    tree = ast.parse(source)
+    changes = _changed(tree.body)
+    for stmt in tree.body:   # ``for P in problems: P.x = ...`` changes the items of ``problems``
+        if isinstance(stmt, ast.For) and {n.id for n in ast.walk(stmt.target) if isinstance(n, ast.Name)} & _changed(stmt.body):
+            changes |= {n.id for n in ast.walk(stmt.iter) if isinstance(n, ast.Name)}
+    return defines, reads, changes
+
+
+def chapter_slice(master: Path, extra_code=()) -> list[tuple[int, str]]:
+    """The chapter's top-level statements that the exercises need, in order: ``(cell number, source)``.
+
+    A backward slice: starting from the names that the exercises' code cells and ``extra_code``
+    (wrong answers) read, keep every statement that defines one of the needed names or changes
+    its object (not a module's), and add the names it reads. Statements with a global side
+    effect (``torch.set_default_dtype``, seeds) are always kept.
+    """
+    import ast
+
+    cells = _code_cells(master)
+    modules = {(a.asname or a.name).split(".")[0] for c in cells for node in ast.walk(ast.parse(c["source"]))
+               if isinstance(node, (ast.Import, ast.ImportFrom)) for a in node.names}
+    need = set()
+    for code in [_without_output(c["source"]) for c in cells if c["role"] != "CHAPTER"] + list(extra_code):
+        need |= _names(code)[1]
+    units = [(k, s, node) for k, c in enumerate(cells) if c["role"] == "CHAPTER" for node, s in _statements(c["source"])]
+    keep = []
+    for k, source, node in reversed(units):
+        defines, reads, changes = _names(source)
+        side_effect = _SIDE_EFFECT.search(source) and not isinstance(node, (ast.FunctionDef, ast.ClassDef))
+        if (defines | (changes - modules)) & need or side_effect:
+            keep.append((k, source))
+            need |= reads
+    return keep[::-1]
+
+
+def _public_specs(student: Path) -> dict:
+    """The OK-format tests of a student copy (notebook metadata), per question: the public tests."""
+    tests = nbformat.read(student, as_version=4).metadata["otter"]["tests"]
+    for name, spec in tests.items():
+        assert not any(case.get("hidden") for suite in spec["suites"] for case in suite["cases"]), \
+            f"{student.name}: a hidden test of {name} is in the student copy"
+    return tests
+
+
+def _run_public(spec: dict, env: dict) -> tuple[bool, str]:
+    """Grade ``env`` with otter's OK-test runner (what ``grader.check`` does): (passed, its report)."""
+    from otter.test_files.ok_test import OKTestFile
+
+    test = OKTestFile.from_spec(spec)
+    test.run(env)
+    return test.passed_all, test.summary()
+
+
+def _only_assertions(report: str) -> list[str]:
+    """The exceptions in a failed test's report that are not an AssertionError with a message."""
+    return [m.group(0).strip() for m in _RAISED.finditer(report)
+            if m.group(1) != "AssertionError" or not m.group(3).strip()]
+
+
+def _answer_stubs(student: Path) -> dict[str, list[str]]:
+    """The answer cells of a student copy per question (the code a student starts from)."""
+    stubs, pending = {}, []
+    for cell in nbformat.read(student, as_version=4).cells:
+        check = re.fullmatch(r'grader\.check\("(\w+)"\)', cell.source.strip()) if cell.cell_type == "code" else None
+        if check:
+            stubs[check.group(1)], pending = pending, []
+        elif cell.cell_type == "code" and "otter_answer_cell" in cell.metadata.get("tags", []):
+            pending.append(cell.source)
+    return stubs
+
+
+def check_public_tests(master: Path, student: Path, answers: dict) -> tuple[list[str], int]:
+    """Run the exercises of ``master`` on a slice of the chapter; return (problems found, answers graded).
+
+    Per question, each on a copy of the namespace the chapter has built so far: the solution
+    must pass the public tests of the ``student`` copy, the unanswered question (the student
+    copy's answer cells) must fail them on an assert message, and each wrong answer (run after
+    those answer cells) must fail them with its ``message``.
+    """
+    import contextlib
+    import io
+
+    specs, stubs = _public_specs(student), _answer_stubs(student)
+    cells = _code_cells(master)
+    keep = chapter_slice(master, [w["code"] for ws in answers.values() for w in ws])
+    run = lambda code, env, name: exec(compile(code, name, "exec"), env)  # noqa: E731
+    ns, problems, graded, done = {"__name__": "__main__"}, [], 0, set()
+    with contextlib.redirect_stdout(io.StringIO()):
+        for k, cell in enumerate(cells):
+            q = cell["question"]
+            if cell["role"] == "CHAPTER":
+                for _, source in (s for s in keep if s[0] == k):
+                    run(source, ns, f"{master.stem}, cell {k}")
+            elif cell["role"] == "QUESTION":
+                run(_without_output(cell["source"]), ns, f"{master.stem}, {q}, prompt")
+            elif cell["role"] == "SOLUTION" and q not in done:
+                done.add(q)
+                solution = [c["source"] for c in cells if c["question"] == q and c["role"] == "SOLUTION"]
+                if q not in specs or q not in stubs:
+                    problems.append(f"{q}: no public test or no answer cell in the student copy")
+                    continue
+                stub = [_without_output(s) for s in stubs[q]]
+                env = dict(ns)
+                for s in solution:
+                    run(_without_output(s), env, f"{master.stem}, {q}, solution")
+                passed, report = _run_public(specs[q], env)
+                graded += 1
+                if not passed:
+                    problems.append(f"{q}: the solution fails the public tests:\n{report[-1500:]}")
+                env = dict(ns)
+                for s in stub:
+                    run(s, env, f"{master.stem}, {q}, unanswered")
+                passed, report = _run_public(specs[q], env)
+                if passed or _only_assertions(report):
+                    problems.append(f"{q}: unanswered, the public tests {'pass' if passed else 'crash'}: "
+                                    f"{_only_assertions(report)[:3]}")
+                for wrong in answers.get(q, []):
+                    env = dict(ns)
+                    for s in stub:
+                        run(s, env, f"{master.stem}, {q}, unanswered")
+                    run(wrong["code"], env, f"{master.stem}, {q}, wrong answer")
+                    passed, report = _run_public(specs[q], env)
+                    graded += 1
+                    if passed:
+                        problems.append(f"{q}: the public tests pass a wrong answer ({wrong['mistake']})")
+                    elif _only_assertions(report):
+                        problems.append(f"{q}: the public tests crash on a wrong answer ({wrong['mistake']}) instead "
+                                        f"of saying what is wrong: {_only_assertions(report)[:3]}")
+                    elif wrong["message"] not in report:
+                        problems.append(f"{q}: a wrong answer ({wrong['mistake']}) is rejected, but not with "
+                                        f"{wrong['message']!r}:\n{report[-1500:]}")
+                for s in solution:   # the chapter goes on with the solution, as in the master
+                    run(_without_output(s), ns, f"{master.stem}, {q}, solution")
+    return problems, graded
+
+
+def test_public_tests_reject_wrong_answers(made, monkeypatch):
+    """The public tests of every question (issue #32, item 1): the solution passes them, an
+    unanswered question and every wrong answer of ``tests/wrong_answers/`` fail them, each wrong
+    answer with a message that says what is wrong. Graded with the student copy's own tests."""
+    import gc
+    import warnings
+
+    import torch
+
+    master, result = made
+    answers = wrong_answers(master)
+    monkeypatch.chdir(master.parent)
+    for key, value in assign_tool.HEADLESS_ENV.items():
+        monkeypatch.setenv(key, value)
+    dtype, rng, threads = torch.get_default_dtype(), torch.get_rng_state(), torch.get_num_threads()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            problems, graded = check_public_tests(master, result / "student" / master.name, answers)
+    finally:
+        torch.set_default_dtype(dtype)   # the chapters set these for themselves: not for the next test
+        torch.set_rng_state(rng)
+        torch.set_num_threads(threads)
+        gc.collect()
+    assert not problems, f"{master.name}:\n" + "\n".join(problems)
+    assert graded > len(answers) > 0
+
+
+def test_every_exercise_has_a_wrong_answer():
+    """Each question of each master keeps at least one wrong answer in ``tests/wrong_answers/``, and
+    no wrong answer belongs to a question that does not exist."""
+    missing, stray = [], []
+    for master in MASTERS:
+        questions = {c["question"] for c in _code_cells(master) if c["question"]}
+        answers = wrong_answers(master)
+        missing += [f"{master.stem} {q}" for q in sorted(questions) if not answers.get(q)]
+        stray += [f"{master.stem} {q}" for q in answers if q not in questions]
+        for q, ws in answers.items():
+            assert all(set(w) == {"mistake", "code", "message"} and w["message"].strip() for w in ws), (master.stem, q)
+    assert not missing, f"questions without a wrong answer in tests/wrong_answers/: {missing}"
+    assert not stray, f"wrong answers for questions that do not exist: {stray}"
+
+
+def test_every_public_assert_says_what_is_wrong():
+    """Every ``assert`` of a public test carries a message (a string): a student who fails it reads
+    what is wrong, not a bare ``AssertionError`` (issue #32, item 1)."""
+    import ast
+
+    bare = []
+    for master in MASTERS:
+        _, tests = _blocks(master)
+        for body, hidden in tests:
+            if hidden:
+                continue
+            for node in ast.walk(ast.parse(body)):
+                if isinstance(node, ast.Assert) and not (isinstance(node.msg, ast.Constant) and str(node.msg.value).strip()
+                                                         or isinstance(node.msg, ast.JoinedStr)):
+                    bare.append(f"{master.stem}: {ast.unparse(node)[:100]}")
+    assert not bare, "public asserts without a message:\n" + "\n".join(bare)
+
+
+def test_the_slice_keeps_what_an_exercise_reads():
+    """Unit test of :func:`chapter_slice`: definitions, changes of an object (also through a loop
+    variable) and seeds are kept; statements the exercise does not read are not."""
+    from nbformat.v4 import new_code_cell, new_notebook, new_raw_cell
+
+    import tempfile
+
+    nb = new_notebook(cells=[
+        new_code_cell("import torch\ntorch.manual_seed(0)\nA = 1\nunused = expensive()"),
+        new_code_cell("class P:\n    pass\n\nitems = [P(), P()]\nfor it in items:\n    it.value = A\nfig = plot(items)"),
+        new_code_cell("B = A + 1\nB_table = {}\nB_table['x'] = B"),
+        new_raw_cell("# BEGIN QUESTION\nname: q1"), new_raw_cell("# BEGIN SOLUTION"),
+        new_code_cell("answer = items[0].value + B_table['x']  # SOLUTION\nprint(fig)"),
+        new_raw_cell("# END SOLUTION"), new_raw_cell("# END QUESTION"),
+    ])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "toy.ipynb"
+        nbformat.write(nb, path)
+        kept = [s for _, s in chapter_slice(path)]
+    assert kept == ["import torch", "torch.manual_seed(0)", "A = 1", "class P:\n    pass",
+                    "items = [P(), P()]", "for it in items:\n    it.value = A", "B = A + 1", "B_table = {}",
+                    "B_table['x'] = B"]
+
+
+def test_the_student_copy_defines_every_answer(tmp_path):
+    """Unit test of ``tools/assign.py``'s ``declare_answers``: a solution written as one
+    ``# BEGIN SOLUTION`` block leaves the student ``...`` only; the copy then ends the answer
+    cell with ``x = ...`` for each variable the tests read, so an unanswered question fails on
+    the tests' messages and not on a NameError. Answers the stub already defines are not repeated."""
+    from nbformat.v4 import new_code_cell, new_notebook, new_raw_cell
+
+    test = '""" # BEGIN TEST CONFIG\npoints: 1\n""" # END TEST CONFIG\n'
+    master = tmp_path / "toy.ipynb"
+    nbformat.write(new_notebook(cells=[
+        new_raw_cell("# BEGIN QUESTION\nname: q1"), new_raw_cell("# BEGIN SOLUTION"),
+        new_code_cell("C_q1 = 0.5\n# BEGIN SOLUTION\n_h = 2\ntheta_q1, rest_q1 = float(_h), 1\n# END SOLUTION"),
+        new_raw_cell("# END SOLUTION"), new_raw_cell("# BEGIN TESTS"),
+        new_code_cell(test + 'assert isinstance(theta_q1, float), "theta_q1 must be a float"\nassert C_q1 == 0.5, "C"'),
+        new_raw_cell("# END TESTS"), new_raw_cell("# END QUESTION"),
+        new_raw_cell("# BEGIN QUESTION\nname: q2"), new_raw_cell("# BEGIN SOLUTION"),
+        new_code_cell("y_q2 = 3.0  # SOLUTION"), new_raw_cell("# END SOLUTION"), new_raw_cell("# BEGIN TESTS"),
+        new_code_cell(test + 'assert y_q2 > 0, "y_q2 must be positive"'), new_raw_cell("# END TESTS"),
+        new_raw_cell("# END QUESTION"),
+    ]), master)
+    assert assign_tool.answer_names(master) == {"q1": ["C_q1", "theta_q1"], "q2": ["y_q2"]}
+    answer = {"tags": ["otter_answer_cell"]}
+    student = tmp_path / "student.ipynb"
+    nbformat.write(new_notebook(cells=[
+        new_code_cell("C_q1 = 0.5\n...", metadata=answer), new_code_cell('grader.check("q1")'),
+        new_code_cell("y_q2 = ...", metadata=answer), new_code_cell('grader.check("q2")'),
+    ]), student)
+    assert assign_tool.declare_answers(student, master) == 1
+    cells = nbformat.read(student, as_version=4).cells
+    assert cells[0].source == "C_q1 = 0.5\n...\ntheta_q1 = ..." and cells[2].source == "y_q2 = ..."
