@@ -1,6 +1,6 @@
 """Private training through the public ``dl.train`` vs plain SGD vs Opacus (issue #11's table).
 
-Run:  .venv/bin/python benchmarks/bench_train.py [--quick] [--device cuda]
+Run:  .venv/bin/python benchmarks/bench_train.py [--quick] [--book] [--device cuda]
 
 For each case (the benchmarks' small CNN on 8×8 and 28×28 random inputs, batch 64
 and 256), contenders take ``K`` optimizer steps on batches of the same expected
@@ -31,7 +31,8 @@ size drawn from the same data set, interleaved round by round:
   already near 0.6).
 
 A second table runs the book's own models (:data:`BOOK_MODELS`: the TinyCNN on 8×8 images,
-the CharModel on 64-character sequences) against plain SGD and Opacus hooks.
+the CharModel on 64-character sequences) against plain SGD and Opacus hooks, with the floor row
+(``--book``: this table alone).
 
 Before the timed rounds every contender runs once; the ``dl.train`` contenders first take
 ``WARM_STEPS`` steps (:func:`dp_contender`). Their Poisson batches have a different size at
@@ -119,22 +120,23 @@ def sgd_steps(model, opt, loss, X, y, batches):
     return steps
 
 
-def layer_output_floor(model, X, y, batches):
-    """K forward passes and backward passes down to each Conv2d/Linear output (see ``FLOOR``), on image
-    batches in the layout ``dl.train`` gives them (:func:`dpclip_lab.ghost._channels_last` on a CPU)."""
-    from dpclip_lab.ghost import _channels_last
-    layout = _channels_last if X.device.type == "cpu" else (lambda x: x)
+def layer_output_floor(model, X, y, batches, loss=F.cross_entropy):
+    """K forward passes and backward passes down to each Conv1d/Conv2d/Linear/Embedding output (see ``FLOOR``),
+    from the summed per-example losses as ``dl.train`` forms them, on image batches in the layout ``dl.train``
+    gives them (:func:`dpclip_lab.ghost._channels_last` on a CPU)."""
+    from dpclip_lab.ghost import _channels_last, _per_example_losses
+    layout = _channels_last if (X.device.type == "cpu" and X.dim() == 4) else (lambda x: x)
     outs = []
     for mod in model.modules():
-        if isinstance(mod, (nn.Conv2d, nn.Linear)):
+        if isinstance(mod, (nn.Conv1d, nn.Conv2d, nn.Linear, nn.Embedding)):
             mod.register_forward_hook(lambda _m, _i, o: outs.append(o))
 
     def floor():
         for _ in range(K):
             i = batches()
             outs.clear()
-            loss = F.cross_entropy(model(layout(X[i])), y[i], reduction="sum")
-            torch.autograd.grad(loss, outs)
+            total = _per_example_losses(loss, model(layout(X[i])), y[i])
+            torch.autograd.grad(total, outs)
     return floor
 
 
@@ -221,7 +223,8 @@ BOOK_MODELS = ("TinyCNN 8x8", "CharModel L=64")
 
 
 def book_model_contenders(name, batch, device, n=2048):
-    """plain SGD, ``dl.train`` DP-SGD and Opacus hooks (fixed-size batches) on one of :data:`BOOK_MODELS`."""
+    """plain SGD, ``dl.train`` DP-SGD and Opacus hooks (fixed-size batches) on one of :data:`BOOK_MODELS`, and
+    the :data:`FLOOR` row (not a contender: what every exact per-example clipping method does of a step)."""
     from dpclip_lab import models
     torch.manual_seed(0)
     if name == "TinyCNN 8x8":
@@ -238,6 +241,7 @@ def book_model_contenders(name, batch, device, n=2048):
            "dl.train DP-SGD": dp_contender(dp_train(make(), loss, X, y, batch))}
     if name == "TinyCNN 8x8":
         fns[PLAIN_CL] = plain_sgd_channels_last(make(), loss, X, y, batches)
+    fns[FLOOR] = layer_output_floor(make(), X, y, batches, loss)
     try:
         fns["Opacus hooks"] = opacus_hooks(make(), loss, X, y, batches, batch)
     except ImportError:  # pragma: no cover
@@ -330,7 +334,14 @@ def print_case(case: str, t: dict) -> None:
     print(f"{'':<22}| {'plain SGD':<30}| {statistics.median(t['plain SGD']) * 1e3:7.2f} |")
 
 
-def main(quick=False, device="cpu"):
+def book_models(reps, device="cpu"):
+    """The book's models' table (also ``--book``: this table alone)."""
+    print("\nthe book's own models (dpclip_lab.models), batch 64:")
+    for name in BOOK_MODELS:
+        print_case(f"{name}, b 64", interleaved(book_model_contenders(name, 64, device), reps))
+
+
+def main(quick=False, device="cpu", book_only=False):
     torch.set_num_threads(1)
     # Opacus's backward hooks warn (once per call site) that no input requires gradients: true of
     # every image batch, and not about speed; the warnings only split the table.
@@ -339,11 +350,12 @@ def main(quick=False, device="cpu"):
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), {device}, float32; "
           f"load average {os.getloadavg()[0]:.2f}")
     print(f"\n{'case':<22}| {'contender':<30}| ms/step | / SGD | / SGD (CL) | / Opacus hooks | / Opacus ghost")
+    if book_only:
+        book_models(reps, device)
+        return
     for side, batch in ((8, 64), (8, 256), (28, 64), (28, 256)):
         print_case(f"CNN {side}x{side}, batch {batch}", interleaved(contenders(side, batch, device), reps))
-    print("\nthe book's own models (dpclip_lab.models), batch 64:")
-    for name in BOOK_MODELS:
-        print_case(f"{name}, b 64", interleaved(book_model_contenders(name, 64, device), reps))
+    book_models(reps, device)
     print("\ndl.train's own overhead per step (CNN 8x8 and 28x28, batch 64; the default log reads the\n"
           "steps' own losses; a monitor set is evaluated every 10 steps):")
     for side in (8, 28):
@@ -365,5 +377,6 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--book", action="store_true", help="only the book's models' table")
     a = ap.parse_args()
-    main(a.quick, a.device)
+    main(a.quick, a.device, a.book)

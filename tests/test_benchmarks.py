@@ -1,4 +1,6 @@
 """The benchmark scripts still run against the current lab (nothing is timed or asserted about speed here)."""
+import importlib.util
+import json
 import warnings
 from pathlib import Path
 
@@ -96,11 +98,53 @@ def test_bench_train_book_models_each_take_their_steps(bench_train, name, capsys
         warnings.simplefilter("ignore")
         fns = bench_train.book_model_contenders(name, 16, "cpu", n=128)
         cl = {bench_train.PLAIN_CL} if name.startswith("TinyCNN") else set()
-        assert set(fns) == {"plain SGD", "dl.train DP-SGD", "Opacus hooks"} | cl
+        assert set(fns) == {"plain SGD", "dl.train DP-SGD", "Opacus hooks", bench_train.FLOOR} | cl
         times = bench_train.interleaved(fns, repeats=1)
     assert all(len(v) == 1 and v[0] > 0 for v in times.values())
     bench_train.print_case(name, times)  # one row per contender, ratios to the baselines present
     rows = capsys.readouterr().out.splitlines()
-    assert len(rows) == 3 + len(cl) and rows[0].startswith(name) and "dl.train DP-SGD" in rows[0]
+    assert len(rows) == 4 + len(cl) and rows[0].startswith(name) and "dl.train DP-SGD" in rows[0]
     with pytest.raises(ValueError, match="name must be one of"):
         bench_train.book_model_contenders("ResNet", 16, "cpu")
+
+
+def test_bench_train_floor_of_a_sequence_model_reaches_the_embedding(bench_train):
+    """The floor row of the CharModel: the per-example losses (``sequence_loss.per_example``) summed, and the
+    backward down to every layer's output, the embedding's included; no parameter gradients."""
+    from dpclip_lab import models
+    torch.manual_seed(0)
+    model = models.CharModel(12)
+    X = torch.randint(1, 12, (16, 10))
+    reached = []
+
+    def watch(_m, _i, out):  # the embedding's output receives its gradient
+        out.register_hook(lambda g: reached.append(g.shape))
+    model.emb.register_forward_hook(watch)
+    bench_train.layer_output_floor(model, X, X, lambda: torch.arange(4), models.sequence_loss)()
+    assert reached == [torch.Size([4, 10, 16])] * bench_train.K
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_bench_gpu_tiny_runs_on_cpu(monkeypatch, tmp_path, capsys):
+    """``bench_gpu.py --tiny``: both models, every contender timed, the lab on its layer-wise path, the table
+    printed and the JSON written (the full sizes run on a GPU; nothing about speed is asserted)."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    import bench_gpu
+    threads = torch.get_num_threads()
+    out = tmp_path / "gpu.json"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = bench_gpu.main(["--tiny", "--json", str(out)])
+    assert torch.get_num_threads() == threads  # the benchmark's one thread is not left on the test process
+    assert json.loads(out.read_text())["cases"].keys() == report["cases"].keys() == {"resnet", "gpt"}
+    opacus = importlib.util.find_spec("opacus") is not None
+    for case in report["cases"].values():
+        assert case["per_example_path"] == "layer-wise"
+        expected = {bench_gpu.PLAIN, bench_gpu.DP, bench_gpu.DICE}
+        if opacus:
+            expected |= {bench_gpu.HOOKS, bench_gpu.GHOST} - set(case["notes"])
+        assert set(case["rows"]) == expected
+        assert all(r["ms_per_step"] > 0 for r in case["rows"].values())
+        assert case["rows"][bench_gpu.DP]["vs_plain"] > 0
+    text = capsys.readouterr().out
+    assert "/ Opacus hooks" in text and "GPT-2" in text and "ResNet-18" in text
