@@ -45,6 +45,8 @@ from sphinx.errors import ConfigError
 ORDER = ("require.js", "embed-amd.js", "plotly.min.js", "plotly-cartesian.min.js")
 WIDGET_SCRIPTS = ("require.js", "embed-amd.js", "mathjax2-hub-shim.js")
 PLOTLY_FULL, PLOTLY_CARTESIAN = "plotly.min.js", "plotly-cartesian.min.js"
+#: The book's figure behaviour (HTML legend, ...): on pages that draw a plotly figure.
+FIGURES_JS = "dpclip-figures.js"
 #: Trace types in plotly.js-cartesian-dist-min (its README).
 CARTESIAN_TRACES = frozenset({"bar", "box", "contour", "heatmap", "histogram", "histogram2d",
                               "histogram2dcontour", "image", "pie", "scatter", "scatterternary",
@@ -147,6 +149,7 @@ def scripts_for_page(body: str) -> set[str]:
     types = page_trace_types(body)
     if types:
         need.add(PLOTLY_CARTESIAN if types <= CARTESIAN_TRACES else PLOTLY_FULL)
+        need.add(FIGURES_JS)
     if WIDGET_VIEW_MIME in body:
         need.update(WIDGET_SCRIPTS)
         if types and PLOTLY_CARTESIAN in need:   # widgets may draw any figure
@@ -160,9 +163,16 @@ def _page_scripts(app: Sphinx, pagename: str, templatename: str, context: dict, 
     if not files:
         return
     need = scripts_for_page(context.get("body", ""))
-    optional = set(WIDGET_SCRIPTS) | {PLOTLY_FULL, PLOTLY_CARTESIAN}
-    kept = []
+    optional = set(WIDGET_SCRIPTS) | {PLOTLY_FULL, PLOTLY_CARTESIAN, FIGURES_JS}
+    kept, seen = [], set()
     for js in files:
+        # sphinx-thebe adds its inline config script once per reading pass (twice in a build):
+        # the second copy throws "Identifier 'THEBE_JS_URL' has already been declared"
+        attributes = getattr(js, "attributes", {}) or {}
+        key = getattr(js, "filename", None) or ("body", attributes.get("body"), attributes.get("type"))
+        if key in seen:
+            continue
+        seen.add(key)
         if getattr(js, "attributes", {}).get("type") == WIDGET_STATE_MIME and "embed-amd.js" not in need:
             continue   # widget state with no view on the page: nothing would read it
         name = Path(str(getattr(js, "filename", None) or js).split("?")[0]).name
@@ -226,6 +236,12 @@ def _config_inited(app: Sphinx, config: Config) -> None:
     if binder:  # read by dpclip_lab.plotting.live_placeholder in the kernels
         os.environ["DPCLIP_BINDER_URL"] = binder
         os.environ["DPCLIP_BOOK_ROOT"] = str(Path(app.srcdir).resolve())
+    # pydata-sphinx-theme reads the colour mode from localStorage or this default; Jupyter Book
+    # leaves it empty, and every page logged "Got invalid theme mode". auto: the reader's OS choice
+    context = dict(getattr(config, "html_context", None) or {})
+    if not context.get("default_mode"):
+        context["default_mode"] = "auto"
+    config.html_context = context
     _copy_plotly(Path(app.srcdir))
     _check_cartesian(Path(app.srcdir))
     _order_js(config)

@@ -30,6 +30,7 @@ import itertools
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -64,6 +65,10 @@ __all__ = [
     "ARROW_WIDTHS",
     "missing_axis_titles",
     "fmt",
+    "COLOR_NAMES",
+    "color_name",
+    "figure_label",
+    "numbers_table",
 ]
 
 TEMPLATE_NAME = "dpclip"
@@ -98,9 +103,45 @@ COLORS = {
     "noisy": PALETTE[3],          # what a private algorithm releases (clip + noise)
     "feedback": PALETTE[2],       # error feedback / bias-corrected methods (DiceSGD)
     "optimum": PALETTE[4],        # theta*, the non-private optimum (sky blue; never the feedback green)
-    "threshold": "#7F7F7F",       # the clipping norm C drawn as a line or circle
+    "threshold": "#707070",       # the clipping norm C drawn as a line or circle
     "neutral": "#BBBBBB",
 }
+
+#: Room (px) between the plot area and the slider: the x tick labels and the x-axis title sit there.
+_SLIDER_PAD = 70
+
+#: What the prose calls each colour of the book (one source of truth: a chapter that names a
+#: colour uses this word, and ``tests/test_book_html.py`` checks that a colour named on a page is
+#: one its figures draw). Vermillion reads as red, reddish purple as purple.
+COLOR_NAMES = {
+    "#0072B2": "blue",
+    "#E69F00": "orange",
+    "#009E73": "green",
+    "#CC79A7": "purple",
+    "#56B4E9": "sky blue",
+    "#D55E00": "red",
+    "#F0E442": "yellow",
+    "#000000": "black",
+    "#222222": "black",
+    "#707070": "grey",
+    "#7F7F7F": "grey",
+    "#BBBBBB": "grey",
+}
+
+
+def color_name(role_or_hex: str) -> str:
+    """Lab utility: the word for a colour of the book: ``color_name("optimum")`` is ``"sky blue"``.
+
+    Takes a role of :data:`COLORS` or a colour of :data:`PALETTE`; chapters glue it into the
+    prose so that the text names the colour the figure draws.
+    """
+    hexcode = COLORS.get(role_or_hex, role_or_hex)
+    try:
+        return COLOR_NAMES[str(hexcode).upper()]
+    except KeyError:
+        raise ValueError(f"role_or_hex must be a role of COLORS ({', '.join(COLORS)}) or a colour of "
+                         f"COLOR_NAMES, got {role_or_hex!r}") from None
+
 
 _FONT = "Inter, -apple-system, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif"
 
@@ -112,6 +153,8 @@ pio.templates[TEMPLATE_NAME] = go.layout.Template(
         plot_bgcolor="white",
         margin=dict(l=60, r=20, t=60, b=50),
         hovermode="closest",
+        # hover labels show a trace's whole name (plotly cuts it at 15 characters: "DPSGD-GC (sa…")
+        hoverlabel=dict(namelength=-1),
         legend=dict(bgcolor="rgba(255,255,255,0.7)"),
         # exponentformat "power": a log axis over small numbers reads 10⁻⁵, not "10μ" (SI prefixes
         # mean units, and these axes have none)
@@ -119,7 +162,7 @@ pio.templates[TEMPLATE_NAME] = go.layout.Template(
                    linecolor="#888888", ticks="outside", mirror=False, automargin=True),
         yaxis=dict(showgrid=True, gridcolor="#EEEEEE", zeroline=False, exponentformat="power",
                    linecolor="#888888", ticks="outside", mirror=False, automargin=True),
-        sliders=[dict(currentvalue=dict(font=dict(size=13)), pad=dict(t=40))],
+        sliders=[dict(currentvalue=dict(font=dict(size=13)), pad=dict(t=_SLIDER_PAD))],
     )
 )
 pio.templates.default = "plotly_white+" + TEMPLATE_NAME
@@ -154,16 +197,24 @@ class BookRenderer(MimetypeRenderer):
         self.config = dict(_PLOTLY_CONFIG if config is None else config)
 
     def to_mimebundle(self, fig_dict):
-        fig_dict = dict(fig_dict)
+        fig_dict = _reader_defaults(json.loads(pio.to_json(fig_dict, validate=False, remove_uids=False)))
         if self.config:
             fig_dict["config"] = dict(self.config)
         as_json = pio.to_json(fig_dict, validate=False, remove_uids=False)
         digest = hashlib.sha1(as_json.encode("utf-8")).hexdigest()[:12]
         height = (fig_dict.get("layout") or {}).get("height") or _DEFAULT_HEIGHT
         html_dict = _compact(fig_dict)
-        if (fig_dict.get("layout") or {}).get("width") is not None:
-            # a fixed width is cut off on a phone: the page figure always fills its column
-            html_dict = dict(html_dict, layout={k: v for k, v in html_dict["layout"].items() if k != "width"})
+        layout = dict(html_dict.get("layout") or {})
+        # a fixed width is cut off on a phone: the page figure always fills its column
+        layout.pop("width", None)
+        # the page draws the legend in HTML under the figure (_static/dpclip-figures.js), where it
+        # never covers the slider, the data or a title, and wraps on a phone; meta says whether
+        # the figure asked for one (None: plotly's default, a legend for two or more named traces)
+        meta = layout.get("meta") if isinstance(layout.get("meta"), dict) else {}
+        layout["meta"] = dict(meta, dpclip_legend=layout.get("showlegend"))
+        layout["showlegend"] = False
+        html_dict = dict(html_dict, layout=layout)
+        columns = _subplot_columns(layout)
         html = pio.to_html(
             html_dict,
             config=self.config,
@@ -175,12 +226,255 @@ class BookRenderer(MimetypeRenderer):
             validate=False,
             div_id=f"dpclip-fig-{digest}-{next(_counter)}",
         )
+        if columns > 1:
+            # side-by-side panels keep a readable width on a phone and scroll sideways in their
+            # own box (the page itself never scrolls sideways)
+            html = html.replace('class="plotly-graph-div" style="', 'class="plotly-graph-div" style="min-width:'
+                                f'{_PANEL_MIN_WIDTH * columns}px; ', 1)
+            html = ('<div class="dpclip-figure-scroll" tabindex="0" role="region" '
+                    f'aria-label="figure with {columns} panels side by side (scrolls sideways on a narrow screen)">'
+                    f"{html}</div>")
+        html = _with_words(html, fig_dict)
         if os.environ.get(HTML_ONLY_ENV) == "1":
             return {"text/html": html}
         return {
             "application/vnd.plotly.v1+json": json.loads(as_json),
             "text/html": html,
         }
+
+
+#: The narrowest a panel of a multi-panel figure gets (px); below it the figure scrolls in its box.
+_PANEL_MIN_WIDTH = 330
+
+
+def _subplot_columns(layout: Mapping[str, Any]) -> int:
+    """How many panels sit side by side (distinct x-axis domains of the figure's x axes)."""
+    starts = set()
+    for key, axis in layout.items():
+        if re.fullmatch(r"xaxis\d*", key) and isinstance(axis, Mapping) and axis.get("domain") is not None:
+            if axis.get("overlaying") or axis.get("anchor") == "free":
+                continue
+            starts.add(round(float(axis["domain"][0]), 3))
+    return max(1, len(starts))
+
+
+#: The room between neighbouring panels (paper units) for the tick labels and title of the
+#: next panel's axis, so that no axis title sits on a neighbour's data (1280 and 400 px).
+_GAP_WITH_TITLE = {"x": 0.14, "y": 0.2}
+_GAP_TICKS_ONLY = {"x": 0.08, "y": 0.1}
+
+
+def _panels_apart(layout: dict, letter: str) -> dict:
+    """``layout`` with its panels moved apart along ``letter`` ("x": columns, "y": rows) where
+    the gap between two neighbours is too small for the axis labels between them.
+
+    Panel widths keep their proportions; the subplot titles (paper annotations at a panel's
+    centre or top) move with their panels.
+    """
+    other = "y" if letter == "x" else "x"
+    axes = {k: v for k, v in layout.items() if re.fullmatch(letter + r"axis\d*", k) and isinstance(v, Mapping)
+            and v.get("domain") is not None and not v.get("overlaying") and v.get("anchor") != "free"}
+    spans = sorted({(round(float(a["domain"][0]), 6), round(float(a["domain"][1]), 6)) for a in axes.values()})
+    if len(spans) < 2 or any(b[0] < a[1] - 1e-9 for a, b in zip(spans, spans[1:])):
+        return layout        # one panel, or overlapping panels: nothing to do
+    # between two columns sit the y tick labels (and y title) of the right one; between two rows
+    # the x tick labels (and x title) of the upper one and the subplot title of the lower one
+    def titled(span):
+        for a in axes.values():
+            if (round(float(a["domain"][0]), 6), round(float(a["domain"][1]), 6)) != span:
+                continue
+            partner = layout.get(other + "axis" + (a.get("anchor") or other)[1:]) or {}
+            title = (partner if letter == "x" else a).get("title")
+            if isinstance(title, Mapping) and title.get("text") or isinstance(title, str) and title:
+                return True
+        return False
+    need = []
+    for k, (a, b) in enumerate(zip(spans, spans[1:])):
+        side = b if letter == "x" else a
+        need.append(max(b[0] - a[1], (_GAP_WITH_TITLE if titled(side) else _GAP_TICKS_ONLY)[letter]))
+    old_gaps = [b[0] - a[1] for a, b in zip(spans, spans[1:])]
+    if all(n <= g + 1e-9 for n, g in zip(need, old_gaps)):
+        return layout
+    lo, hi = spans[0][0], spans[-1][1]
+    widths = [b - a for a, b in spans]
+    scale = (hi - lo - sum(need)) / sum(widths)
+    if scale <= 0.3:
+        return layout        # no room: leave the figure as it was drawn
+    new, at = {}, lo
+    for k, (span, w) in enumerate(zip(spans, widths)):
+        new[span] = (at, at + w * scale)
+        at += w * scale + (need[k] if k < len(need) else 0)
+    layout = dict(layout)
+    for key, axis in axes.items():
+        span = (round(float(axis["domain"][0]), 6), round(float(axis["domain"][1]), 6))
+        layout[key] = dict(axis, domain=list(new[span]))
+    moved = []
+    for ann in layout.get("annotations") or []:
+        ann = dict(ann)
+        if ann.get(letter + "ref", "paper") == "paper" and isinstance(ann.get(letter), (int, float)):
+            v = float(ann[letter])
+            for span, (a, b) in new.items():
+                if letter == "x" and abs(v - (span[0] + span[1]) / 2) < 1e-6:
+                    ann["x"] = (a + b) / 2
+                elif letter == "y" and abs(v - span[1]) < 1e-6:
+                    ann["y"] = b
+        moved.append(ann)
+    if moved:
+        layout["annotations"] = moved
+    return layout
+
+
+def _array(value) -> "np.ndarray | None":
+    """A trace attribute (list, or plotly's base64 typed array) as a numpy array, else None."""
+    import base64
+
+    import numpy as np
+
+    if isinstance(value, Mapping) and isinstance(value.get("bdata"), str):
+        arr = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value.get("dtype", "f8")).newbyteorder("<"))
+        shape = value.get("shape")
+        if shape:
+            arr = arr.reshape([int(k) for k in str(shape).split(",")])
+        return arr
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (int, float)) or v is None for v in value):
+        return np.array([np.nan if v is None else v for v in value], dtype=float)
+    return None
+
+
+def _text(value) -> str:
+    """Plain text of a plotly title or name (no HTML tags)."""
+    if isinstance(value, Mapping):
+        value = value.get("text")
+    return re.sub(r"<[^>]+>", "", str(value or "")).strip()
+
+
+def _num(v: float) -> str:
+    import numpy as np
+
+    if not np.isfinite(v):
+        return "–"
+    return f"{v:.4g}".replace("-", "−").replace("e+0", "e").replace("e−0", "e−")
+
+
+#: Rows of a figure's "Show the numbers" table when its curves share their x values.
+_TABLE_ROWS = 12
+
+
+def figure_label(fig_dict: Mapping[str, Any]) -> str:
+    """Lab utility: the words that name a figure for a screen reader: its title, what its axes
+    show, and what its slider moves (``aria-label`` of the figure in the book)."""
+    layout = fig_dict.get("layout") or {}
+    parts = [_text(layout.get("title")) or "Figure"]
+    axes, seen = [], set()
+    for key in sorted(k for k in layout if re.fullmatch(r"[xy]axis\d*", k)):
+        title = _text((layout[key] or {}).get("title"))
+        if title and (key[0], title) not in seen:
+            seen.add((key[0], title))
+            axes.append(f"{key[0]}: {title}")
+    if axes:
+        parts.append("axes " + "; ".join(axes))
+    for slider in layout.get("sliders") or []:
+        prefix = _text((slider.get("currentvalue") or {}).get("prefix")).rstrip(" =:")
+        steps = slider.get("steps") or []
+        if prefix and steps:
+            parts.append(f"a slider over {prefix} from {steps[0].get('label')} to {steps[-1].get('label')}")
+    names = [_text(t.get("name")) for t in fig_dict.get("data") or [] if t.get("name") and t.get("showlegend", True)]
+    if names:
+        shown = list(dict.fromkeys(names))
+        parts.append("curves: " + ", ".join(shown[:8]) + (f" and {len(shown) - 8} more" if len(shown) > 8 else ""))
+    return ". ".join(parts) + "."
+
+
+def numbers_table(fig_dict: Mapping[str, Any]) -> str:
+    """Lab utility: the figure's data as a small HTML table (what the figure shows, in numbers).
+
+    Curves that share their x values: one row per x (at most twelve, evenly spaced) and one
+    column per curve. Otherwise one row per trace: its points, its x range and y range. For a
+    figure with a slider this is the step shown when the page loads.
+    """
+    import html as _html
+
+    import numpy as np
+
+    rows = []
+    for k, tr in enumerate(fig_dict.get("data") or []):
+        x, y = _array(tr.get("x")), _array(tr.get("y"))
+        if y is None and x is None:
+            continue
+        if y is not None and y.ndim != 1 or x is not None and x.ndim != 1:
+            continue
+        name = _text(tr.get("name")) or f"{tr.get('type', 'scatter')} {k + 1}"
+        if x is None:
+            x = np.arange(len(y), dtype=float)
+        if y is None:
+            y = np.full(len(x), np.nan)
+        rows.append((name, x.astype(float), y.astype(float)))
+    if not rows:
+        return ""
+    layout = fig_dict.get("layout") or {}
+    xt = _text((layout.get("xaxis") or {}).get("title")) or "x"
+    esc = _html.escape
+    same_x = len(rows) > 1 and all(len(r[1]) == len(rows[0][1]) and np.allclose(r[1], rows[0][1], equal_nan=True)
+                                   for r in rows) and len(rows) <= 8
+    if same_x or len(rows) == 1 and len(rows[0][1]) <= 4 * _TABLE_ROWS:
+        x0 = rows[0][1]
+        pick = np.unique(np.linspace(0, len(x0) - 1, min(len(x0), _TABLE_ROWS)).round().astype(int)) if len(x0) else []
+        head = "".join(f"<th scope='col'>{esc(r[0])}</th>" for r in rows)
+        body = "".join("<tr><th scope='row'>" + _num(x0[i]) + "</th>" + "".join(f"<td>{_num(r[2][i])}</td>" for r in rows)
+                       + "</tr>" for i in pick)
+        return f"<table><thead><tr><th scope='col'>{esc(xt)}</th>{head}</tr></thead><tbody>{body}</tbody></table>"
+    body = ""
+    for name, x, y in rows:
+        fx, fy = x[np.isfinite(x)], y[np.isfinite(y)]
+        xr = f"{_num(fx.min())} to {_num(fx.max())}" if fx.size else "–"
+        yr = f"{_num(fy.min())} to {_num(fy.max())}" if fy.size else "–"
+        body += f"<tr><th scope='row'>{esc(name)}</th><td>{len(x)}</td><td>{xr}</td><td>{yr}</td></tr>"
+    return ("<table><thead><tr><th scope='col'>trace</th><th scope='col'>points</th>"
+            f"<th scope='col'>x range</th><th scope='col'>y range</th></tr></thead><tbody>{body}</tbody></table>")
+
+
+def _with_words(html: str, fig_dict: Mapping[str, Any]) -> str:
+    """The figure's HTML inside a ``<figure>`` named for screen readers (:func:`figure_label`), with
+    a "Show the numbers" fold holding :func:`numbers_table`."""
+    import html as _html
+
+    label = _html.escape(figure_label(fig_dict), quote=True)
+    table = numbers_table(fig_dict)
+    fold = (f'<details class="dpclip-numbers"><summary>Show the numbers</summary>{table}</details>' if table else "")
+    return f'<figure class="dpclip-figure" aria-label="{label}">{html}{fold}</figure>'
+
+
+def _reader_trace(trace: Mapping[str, Any], named: bool = False) -> dict:
+    """One trace with the defaults a reader needs (see :func:`_reader_defaults`); ``named``: the
+    figure trace that a frame's trace updates has a name."""
+    trace = dict(trace)
+    fill = trace.get("fill")
+    if fill not in (None, "none") and "mode" not in trace and trace.get("type", "scatter") == "scatter":
+        # a band: plotly's default mode for < 20 points is lines+markers, which puts markers
+        # at the band's corners that look like data
+        trace["mode"] = "lines"
+    if not named and not trace.get("name") and "hovertemplate" not in trace and trace.get("hoverinfo") in (None, "all"):
+        # an unnamed trace shows its values on hover, not "trace 3"
+        trace["hoverinfo"] = "x+y+text"
+    return trace
+
+
+def _reader_defaults(fig_dict: dict) -> dict:
+    """``fig_dict`` with every trace (and every frame's traces) as :func:`_reader_trace` makes it."""
+    if fig_dict.get("data"):
+        fig_dict["data"] = [_reader_trace(t) for t in fig_dict["data"]]
+    if isinstance(fig_dict.get("layout"), Mapping):
+        fig_dict["layout"] = _panels_apart(_panels_apart(dict(fig_dict["layout"]), "x"), "y")
+    named = [bool(t.get("name")) for t in fig_dict.get("data") or []]
+    frames = []
+    for frame in fig_dict.get("frames") or []:
+        data = frame.get("data") or []
+        targets = list(frame.get("traces") or range(len(data)))
+        frames.append(dict(frame, data=[
+            _reader_trace(t, named=0 <= k < len(named) and named[k]) for t, k in zip(data, targets)]))
+    if frames:
+        fig_dict["frames"] = frames
+    return fig_dict
 
 
 def _compact(obj):
@@ -251,23 +545,63 @@ def _numeric(values) -> list[float]:
     return out
 
 
+def _histogram_extent(t: Mapping[str, Any]) -> tuple[tuple[float, float], float] | None:
+    """x extent and the largest bin count of a vertical histogram trace (None if not computable)."""
+    import numpy as np
+
+    if t.get("y") is not None or t.get("histfunc") not in (None, "count") or t.get("histnorm"):
+        return None
+    vals = np.asarray(_numeric(t.get("x")), dtype=float)
+    vals = vals[np.isfinite(vals)]
+    if vals.size == 0:
+        return None
+    bins = t.get("xbins") or {}
+    lo, hi = float(bins.get("start", vals.min())), float(bins.get("end", vals.max()))
+    if bins.get("size"):
+        edges = np.arange(lo, hi + float(bins["size"]), float(bins["size"]))
+    else:
+        edges = np.linspace(vals.min(), vals.max(), int(t.get("nbinsx") or 30) + 1)
+    if edges.size < 2 or edges[-1] <= edges[0]:
+        return (float(vals.min()), float(vals.max())), float(vals.size)
+    counts, _ = np.histogram(vals, bins=edges)
+    # plotly picks "nice" bins near nbinsx: leave room for a fuller bin than numpy's
+    return (float(min(lo, vals.min())), float(max(hi, vals.max()))), float(counts.max()) * 1.25
+
+
 def _extents(traces: Sequence[Any]) -> dict[str, tuple[float, float, float]]:
     """Per axis: (min, max, min positive) of x/y over scatter traces, for fixed ranges.
 
     Plotly does not autorange during an animation, so a frame whose data leave
-    the first frame's range would be cut off. Only x/y of scatter-like traces
-    are used; an axis that also carries a histogram or bar (whose extent is not
-    in the data) is left alone.
+    the first frame's range would be cut off. x/y of scatter-like traces are used, and
+    for a histogram of counts its x extent and its tallest bin; an axis that also carries
+    another trace type (a bar, a heatmap: whose extent is not in the data) is left alone.
     """
     lo: dict[str, float] = {}
     hi: dict[str, float] = {}
     pos: dict[str, float] = {}
     skip: set[str] = set()
+
+    def extend(axis, vals):
+        lo[axis] = min(lo.get(axis, math.inf), min(vals))
+        hi[axis] = max(hi.get(axis, -math.inf), max(vals))
+        positive = [v for v in vals if v > 0]
+        if positive:
+            pos[axis] = min(pos.get(axis, math.inf), min(positive))
+
     for tr in traces:
         t = tr.to_plotly_json() if hasattr(tr, "to_plotly_json") else dict(tr)
         kind = t.get("type", "scatter")
         axes = {"x": "xaxis" + (t.get("xaxis") or "x")[1:],
                 "y": "yaxis" + (t.get("yaxis") or "y")[1:]}
+        if kind == "histogram":
+            extent = _histogram_extent(t)
+            if extent is None:
+                skip.update(axes.values())
+            else:
+                (x0, x1), top = extent
+                extend(axes["x"], [x0, x1])
+                extend(axes["y"], [0.0, top])
+            continue
         if kind not in ("scatter", "scattergl"):
             skip.update(axes.values())
             continue
@@ -277,12 +611,27 @@ def _extents(traces: Sequence[Any]) -> dict[str, tuple[float, float, float]]:
                 if t.get(coord) is not None:
                     skip.add(axis)
                 continue
-            lo[axis] = min(lo.get(axis, math.inf), min(vals))
-            hi[axis] = max(hi.get(axis, -math.inf), max(vals))
-            positive = [v for v in vals if v > 0]
-            if positive:
-                pos[axis] = min(pos.get(axis, math.inf), min(positive))
+            extend(axis, vals)
     return {a: (lo[a], hi[a], pos.get(a, math.nan)) for a in lo if a not in skip}
+
+
+def _ranges(fig: go.Figure, traces: Sequence[Any]) -> dict[str, dict]:
+    """Axis ranges covering ``traces``, for the axes of ``fig`` without an explicit range."""
+    out = {}
+    for axis, (lo, hi, lo_pos) in _extents(traces).items():
+        ax = fig.layout[axis]
+        if ax.range is not None:  # explicit range in `layout` or `base` wins
+            continue
+        if ax.type == "log":
+            if not lo_pos > 0:
+                continue
+            out[axis] = dict(range=_padded(math.log10(lo_pos), math.log10(hi)), autorange=False)
+        else:
+            r = _padded(lo, hi)
+            if lo == 0 and hi > 0:
+                r[0] = 0.0     # counts and other data that start at zero: the axis starts there too
+            out[axis] = dict(range=r, autorange=False)
+    return out
 
 
 def _padded(lo: float, hi: float, pad: float = 0.05) -> list[float]:
@@ -332,9 +681,12 @@ def slider_figure(
     value_format : str, optional
         ``format()`` spec for the value labels (default ``.3g`` for floats).
     fix_axes : bool
-        Fix each x/y axis range to cover all frames (default True): plotly does
-        not autorange during an animation. Axes with an explicit range keep it;
-        log axes get a range in log10 units over the positive values.
+        True (default): each x/y axis range covers all frames, so that frames compare on
+        one scale. False: each frame brings its own ranges (for data whose scale changes
+        by orders of magnitude over the slider). Either way no frame is drawn on another
+        frame's ranges: plotly does not autorange during an animation. Axes with an
+        explicit range keep it; log axes get a range in log10 units over the positive
+        values; histograms of counts are ranged by their data and tallest bin.
     base : ``go.Figure``, optional
         A figure to start from (for subplots, via ``plotly.subplots.make_subplots``);
         its traces are replaced by ``static`` and the active frame's.
@@ -389,7 +741,7 @@ def slider_figure(
             active=active,
             steps=steps,
             currentvalue=dict(prefix=f"{slider_label} = "),
-            pad=dict(t=50),
+            pad=dict(t=_SLIDER_PAD),
             len=1.0,
             x=0.0,
         )],
@@ -397,18 +749,14 @@ def slider_figure(
     if layout is not None:
         fig.update_layout(layout)
     if fix_axes:
-        extents = _extents(static + list(itertools.chain.from_iterable(traces)))
-        for axis, (lo, hi, lo_pos) in extents.items():
-            ax = fig.layout[axis]
-            if ax.range is not None:  # explicit range in `layout` or `base` wins
-                continue
-            if ax.type == "log":
-                if not lo_pos > 0:
-                    continue
-                ax.range = _padded(math.log10(lo_pos), math.log10(hi))
-            else:
-                ax.range = _padded(lo, hi)
-            ax.autorange = False
+        fig.update_layout(_ranges(fig, static + list(itertools.chain.from_iterable(traces))))
+    else:
+        # each frame brings its own ranges (plotly does not autorange while it animates: a
+        # frame drawn on another frame's ranges can go blank)
+        per_frame = [_ranges(fig, static + t) for t in traces]
+        fig.frames = [go.Frame(name=f.name, data=f.data, traces=f.traces, layout=r)
+                      for f, r in zip(fig.frames, per_frame)]
+        fig.update_layout(per_frame[active])
     return fig
 
 
@@ -451,19 +799,23 @@ def _control_name(key: str, control) -> str:
     return str(desc).rstrip(": ").strip() or key
 
 
-def live_placeholder(controls: Sequence[str] = ()):
+def live_placeholder(controls: Sequence[str] = (), call: str | None = None):
     """Lab utility: The box the static book shows instead of a live control (an ``IPython.display.HTML``).
 
-    It says what the live control varies and how to get it: run the chapter in Jupyter,
-    or on Binder (the page's rocket button; a direct link when the build knows the
-    repository, see ``_config.yml`` ``repository.url``).
+    It shows the one line of code that the cell runs in a notebook (``call``, e.g.
+    ``dp.live(live_audit, z=…, q=…, C=…)``; the cell itself is kept off the page), says
+    what the live control varies and how to get it: run the chapter in Jupyter, or on
+    Binder (the page's rocket button; a direct link when the build knows the repository,
+    see ``_config.yml`` ``repository.url``).
     """
     from html import escape
 
     from IPython.display import HTML
 
-    names = ", ".join(f"<code>{escape(str(c))}</code>" for c in controls)
+    names = ", ".join(f"<b>{escape(str(c))}</b>" for c in controls)
     what = f" for {names}" if names else ""
+    runs = f"In a running notebook this cell runs <code>{escape(call)}</code>: " if call else \
+        "In a running notebook this cell shows "
     link = ""
     base, root = os.environ.get(BINDER_URL_ENV), os.environ.get(BOOK_ROOT_ENV)
     if base and root:
@@ -478,7 +830,7 @@ def live_placeholder(controls: Sequence[str] = ()):
     return HTML(
         f'<div class="admonition tip {LIVE_PLACEHOLDER_CLASS}">'
         '<p class="admonition-title">Run this live in Jupyter or on Binder</p>'
-        f"<p>In a running notebook this cell shows a live control{what}: it recomputes the "
+        f"<p>{runs}a live control{what} that recomputes the "
         "figure for any value, not only the precomputed frames of the slider above. "
         "This page has no Python behind it: run the chapter in Jupyter, or launch it on "
         f"Binder with the rocket button at the top of the page.{link}</p></div>"
@@ -541,8 +893,19 @@ def live(fn: Callable[..., go.Figure], *, note: bool = True, **controls):
             # control's first figure once, unseen: a live control that would fail in
             # Jupyter fails the build instead of reaching a reader.
             _figure(**{k: _initial_value(c) for k, c in controls.items()})
+        # the one line the cell runs, as the book writes it: dp.live(live_audit, z=…, q=…)
+        name = getattr(fn, "__name__", "") or "fn"
+        if name == "<lambda>" or not name.isidentifier():
+            import inspect
+
+            try:
+                params = ", ".join(inspect.signature(fn).parameters)
+            except (TypeError, ValueError):  # pragma: no cover - callables without a signature
+                params = ""
+            name = f"lambda {params}: …" if params else "lambda: …"
         return live_placeholder([_control_name(k, c) for k, c in controls.items()
-                                 if isinstance(c, widgets.Widget) or isinstance(c, (tuple, list))])
+                                 if isinstance(c, widgets.Widget) or isinstance(c, (tuple, list))],
+                                call=f"dp.live({', '.join([name] + [f'{k}=…' for k in controls])})")
 
     def _draw(**values):
         display(_figure(**values))

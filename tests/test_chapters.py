@@ -262,8 +262,9 @@ API_DOC = re.compile(r"\{doc\}`(?:[^`<]*<)?([^`>]+)>?`")
 
 
 def _api_modules() -> set[str]:
-    """Modules that ``book/api/index.md`` documents (``automodule`` or ``py:module``)."""
-    text = (BOOK / "api" / "index.md").read_text()
+    """Modules that the API reference documents (``automodule`` or ``py:module``), on its index
+    ``book/api/index.md`` or one of its pages ``book/api/*.md``."""
+    text = "\n".join(p.read_text() for p in sorted((BOOK / "api").glob("*.md")))
     return set(re.findall(r"^\.\.\s+(?:automodule|py:module)::\s+(\S+)", text, re.M))
 
 
@@ -303,7 +304,343 @@ def test_summary_links_the_lab(chapter):
     assert not bad, f"{_rel(path)}: '**In the lab:**' names what the lab does not have: {bad}"
     undocumented = [n for n in roles if not any(n == m or n.startswith(m + ".") for m in documented)]
     assert not undocumented, (f"{_rel(path)}: '**In the lab:**' names objects in no module of "
-                              f"book/api/index.md (the link would not resolve): {undocumented}")
+                              f"book/api/ (the link would not resolve): {undocumented}")
     docs = [(path.parent / d).resolve() for d in API_DOC.findall(para)]
     assert (BOOK / "api" / "index").resolve() in docs, \
         f"{_rel(path)}: '**In the lab:**' must link the API page, e.g. {{doc}}`API reference <../api/index>`"
+
+
+_LIST_LINE = re.compile(r"^\s{0,3}(?:[-+*]|\d+[.)])\s")
+
+
+def _math_split_by_a_list(text: str) -> list[str]:
+    """Lines that start a Markdown list item (``+ x``, ``- x``, ``1. x``) while a ``$...$``
+    formula of the same paragraph is still open: Markdown starts a list there, the formula is cut
+    in two, and MathJax pairs the wrong dollars (a whole paragraph of prose set as math)."""
+    hits, open_dollars = [], 0
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith(("```", ":::", "$$")):
+            open_dollars = 0
+            continue
+        if open_dollars % 2 and _LIST_LINE.match(line):
+            hits.append(line.strip()[:80])
+        open_dollars += len(re.findall(r"(?<![\\$])\$(?!\$)", line))
+    return hits
+
+
+def test_no_list_marker_cuts_a_formula(chapter):
+    _, nb = chapter
+    hits = [f"cell {i}: {h}" for i, src in _md(nb) for h in _math_split_by_a_list(src)]
+    assert not hits, "a line inside a $...$ formula starts with a list marker (move it to the line before):\n" \
+        + "\n".join(hits)
+
+
+def test_the_list_marker_check_can_fail():
+    assert _math_split_by_a_list("a $x\n+ y$ b") == ["+ y$ b"]
+    assert _math_split_by_a_list("a $x$ b\n+ item") == []
+    assert _math_split_by_a_list("a $x +\ny$ b") == []
+
+
+# --------------------------------------------------------------------------- issue #28: what the page shows
+# Items 10, 12, 13 and 14 of issue #28, checked on the notebook sources: bookkeeping code off the
+# page, prose written for a reader of the book, theorem boxes titled by the paper's own numbers, no
+# repeated or contradictory scaffolding, and "run this live" cells that show one line.
+
+_OFF_PAGE = {"hide-input", "hide-cell", "remove-input", "remove-cell"}
+#: A visible code cell longer than this (lines, as the page shows them) is plumbing: it belongs in the lab,
+#: behind ``remove-input``, or folded. The assert cells of "Checking the claims" are exempt.
+MAX_VISIBLE_CODE_LINES = 30
+_GLUE_CALL = re.compile(r"(?<![\w.])glue\(")
+_LIVE_CALL = re.compile(r"(?<![\w])(?:\w+\.)?live\(")
+
+
+def _walk(nb):
+    """(index, cell, current ``##`` section in lower case, inside an otter solution)."""
+    section, solution = "", False
+    for i, cell in enumerate(nb.cells):
+        src = cell.source.strip()
+        if cell.cell_type == "markdown":
+            heads = re.findall(r"^##\s+(.*)$", src, re.M)
+            if heads:
+                section = heads[-1].strip().lower()
+        elif cell.cell_type == "raw":
+            if re.match(r"#\s*BEGIN SOLUTION", src):
+                solution = True
+            elif re.match(r"#\s*END SOLUTION", src):
+                solution = False
+        yield i, cell, section, solution
+
+
+def _visible_code(nb):
+    """Code cells whose input the page shows (not folded, not removed, not a solution)."""
+    for i, cell, section, solution in _walk(nb):
+        if cell.cell_type == "code" and not solution and not (_tags(cell) & _OFF_PAGE):
+            yield i, cell, section
+
+
+def test_no_bookkeeping_on_the_page(chapter):
+    """Issue #28, item 10: ``glue(...)`` blocks and long plumbing cells are not on the page."""
+    path, nb = chapter
+    bad = []
+    for i, cell, section in _visible_code(nb):
+        if _GLUE_CALL.search(cell.source):
+            bad.append(f"cell {i}: glue(...) calls on the page — tag the cell 'remove-input' (its outputs and "
+                       "glued values stay), or move the glue calls to a cell of their own that is")
+        lines = cell.source.strip().splitlines()      # as the page shows them, blank lines included
+        claims = section == "checking the claims" and re.search(r"^\s*assert\b", cell.source, re.M)
+        if len(lines) > MAX_VISIBLE_CODE_LINES and not claims:
+            bad.append(f"cell {i}: {len(lines)} visible lines of code (at most {MAX_VISIBLE_CODE_LINES}): keep the "
+                       "call that teaches visible and take the plumbing off the page ('remove-input') or into the lab")
+    assert not bad, f"{_rel(path)}:\n" + "\n".join(bad)
+
+
+#: What a reader of the book cannot see: the repository's tests and README, analyses that are not
+#: in the book, the text copy of a paper the book was written from; chapters have names, not numbers.
+_UNSEEN = [
+    (re.compile(r"\btests? (?:of|in) this chapter\b", re.I), "the chapter's tests"),
+    (re.compile(r"\bthe lab's tests\b", re.I), "the lab's tests"),
+    (re.compile(r"\btests/"), "a file of the repository's tests"),
+    (re.compile(r"\bREADME\b"), "the README"),
+    (re.compile(r"privacy-safety analysis", re.I), "an analysis that is not in the book"),
+    (re.compile(r"\bchapters? \d+\b", re.I), "a chapter number (name the chapter and link it with {doc})"),
+    (re.compile(r"\bour copy\b", re.I), "our copy of a paper"),
+    (re.compile(r"\bPDF\b|\bgarbled\b", re.I), "the state of a copy of the paper"),
+]
+
+
+def _page_text(nb):
+    """(where, text) of everything a reader reads: Markdown cells, Markdown(...) outputs built in
+    code, and the comments of visible code cells."""
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            yield f"cell {i}", cell.source
+        elif cell.cell_type == "code":
+            for m in re.finditer(r"Markdown\(\s*f?[\"']{1,3}(.*?)[\"']{1,3}\s*\)", cell.source, re.S):
+                yield f"cell {i} (Markdown output)", m.group(1)
+    for i, cell, _ in _visible_code(nb):
+        comments = "\n".join(m.group(1) for m in re.finditer(r"#(.*)$", cell.source, re.M))
+        yield f"cell {i} (a comment on the page)", comments
+
+
+def test_prose_is_written_for_a_reader_of_the_book(chapter):
+    """Issue #28, item 10: no reference to what the reader of the book cannot see."""
+    path, nb = chapter
+    bad = [f"{where}: {what}: {m.group(0)!r}" for where, text in _page_text(nb)
+           for pattern, what in _UNSEEN for m in pattern.finditer(text)]
+    assert not bad, f"{_rel(path)}: the page refers to what its reader cannot see:\n" + "\n".join(bad)
+
+
+_PRF_BOX = re.compile(r"^[ \t]*(?P<fence>`{3,}|:{3,})\{prf:(?P<kind>\w+)\}[ \t]*(?P<title>[^\n]*)\n"
+                      r"(?P<options>(?:[ \t]*:[\w-]+:[^\n]*\n)*)", re.M)
+_PRF_REF = re.compile(r"\{prf:ref\}`([^`]*)`")
+#: The paper's own name for what it numbers, in full.
+_PAPER_KINDS = ("Theorem", "Theorems", "Lemma", "Corollary", "Definition", "Proposition", "Example", "Algorithm",
+                "Remark", "Assumption", "Appendix", "Section", "Equation", "Figure")
+_CITED_TITLE = re.compile(r"^\{cite:t\}`[\w-]+`, (?:%s) (?:[A-Z]\.?)?\d" % "|".join(_PAPER_KINDS))
+
+
+def _prf_boxes(nb):
+    for i, src in _md(nb):
+        for m in _PRF_BOX.finditer(src):
+            if m.group("kind") != "proof":
+                yield i, m
+
+
+def _title_problems(title: str, options: str) -> list[str]:
+    problems = []
+    if not re.search(r"^\s*:nonumber:", options, re.M):
+        problems.append("no ':nonumber:' (boxes carry the paper's number, not a book-wide counter)")
+    text = re.sub(r"\$[^$]*\$", "", title)            # math may hold parentheses
+    if re.search(r"[()]", text):
+        problems.append("parentheses in the title (the box already sets its title in parentheses)")
+    if "{cite" in title and not _CITED_TITLE.match(title.strip()):
+        problems.append("a paper statement is titled '{cite:t}`key`, Theorem 6' (the paper's own kind and "
+                        f"number: {', '.join(_PAPER_KINDS)})")
+    if re.search(r"\b(?:19|20)\d\d\b", re.sub(r"\{cite(?::\w+)?\}`[^`]*`", "", text)):
+        problems.append("a typed year: cite the paper with {cite:t}")
+    return problems
+
+
+def test_proof_boxes_are_titled_by_the_papers_numbers(chapter):
+    """Issue #28, item 12: every sphinx-proof box is unnumbered and a paper's statement is titled
+    '{cite:t}`key`, Theorem 6' (one citation form; the year comes from references.bib)."""
+    path, nb = chapter
+    bad = [f"cell {i}: {{prf:{m.group('kind')}}} {m.group('title')!r}: {p}"
+           for i, m in _prf_boxes(nb) for p in _title_problems(m.group("title"), m.group("options"))]
+    assert not bad, f"{_rel(path)}:\n" + "\n".join(bad)
+
+
+def test_proof_references_resolve_with_text():
+    """Every {prf:ref} names a box of the book and carries its own link text: a reference to an
+    unnumbered box without text renders as a bare "Theorem " (sphinx-proof 0.4)."""
+    labels, refs = set(), []
+    for path in CHAPTERS:
+        nb = nbformat.read(path, as_version=4)
+        for _, m in _prf_boxes(nb):
+            labels.update(re.findall(r":label:\s*(\S+)", m.group("options")))
+        refs += [(path, i, r) for i, src in _md(nb) for r in _PRF_REF.findall(src)]
+    for md in BOOK.rglob("*.md"):
+        refs += [(md, 0, r) for r in _PRF_REF.findall(md.read_text())]
+    bad = []
+    for path, i, ref in refs:
+        m = re.fullmatch(r"\s*(.*?\S)\s*<([^<>]+)>\s*", ref)
+        if m is None:
+            bad.append(f"{_rel(path)} cell {i}: {{prf:ref}}`{ref}` has no link text ('Theorem 6 <label>')")
+        elif m.group(2) not in labels:
+            bad.append(f"{_rel(path)} cell {i}: {{prf:ref}}`{ref}` names no box of the book")
+    assert not bad, "\n".join(bad)
+
+
+def _bib_years() -> dict[str, set[int]]:
+    """First author's surname -> the years of the references.bib entries that author leads."""
+    years: dict[str, set[int]] = {}
+    for entry in re.split(r"\n@", (ROOT / "references.bib").read_text()):
+        authors = re.search(r"\bauthor\s*=\s*\{(.*?)\}\s*,?\s*\n\s*\w+\s*=", entry, re.S)
+        year = re.search(r"\byear\s*=\s*\{(\d{4})\}", entry)
+        if authors and year:
+            first = re.split(r"\s+and\s+", authors.group(1))[0]
+            surname = re.sub(r"[{}\\'\"`]", "", first.split(",")[0]).strip()
+            years.setdefault(surname, set()).add(int(year.group(1)))
+    return years
+
+
+def test_typed_citations_match_the_bibliography():
+    """Issue #28, item 12: a paper cited by hand ("Song, Thakkar, Thakurta (2021)") carries the year
+    of references.bib (the entries its first author leads), so that the same paper never appears
+    with two years."""
+    years = _bib_years()
+    names = "|".join(sorted(map(re.escape, years), key=len, reverse=True))
+    typed = re.compile(r"\b(%s)\b((?:,? (?:and |& )?[A-Z][\w'-]+)*(?: et al\.)?),? \(?((?:19|20)\d\d)\b" % names)
+    bad = []
+    for path in CHAPTERS:
+        nb = nbformat.read(path, as_version=4)
+        for where, text in _page_text(nb):
+            text = re.sub(r"\{cite(?::\w+)?\}`[^`]*`", "", text)
+            for m in typed.finditer(text):
+                if int(m.group(3)) not in years[m.group(1)]:
+                    bad.append(f"{_rel(path)} {where}: {m.group(0)!r}, but references.bib has "
+                               f"{m.group(1)} in {sorted(years[m.group(1)])}")
+    assert not bad, "\n".join(bad)
+
+
+def test_one_next_line(chapter):
+    """Issue #28, item 13: one '**Next:**' line per chapter (the one that follows the TOC)."""
+    path, nb = chapter
+    lines = [f"cell {i}: {line.strip()[:70]}" for i, src in _md(nb) for line in src.splitlines()
+             if line.strip().startswith("**Next:**")]
+    assert len(lines) <= 1, f"{_rel(path)}: more than one 'Next:' line:\n" + "\n".join(lines)
+
+
+#: Said once, in the intro's classroom note and the box the build puts under each "Exercises".
+_INSTRUCTORS_ONLY = re.compile(r"make assignments|classroom copy|student copy|hidden for grading|autograder", re.I)
+
+
+def test_exercises_do_not_repeat_the_classroom_note(chapter):
+    """Issue #28, item 13: the instructors' paragraph about student copies and hidden tests is said
+    once (book/intro.md, and the 'Doing the exercises' box the build injects), not in every chapter."""
+    path, nb = chapter
+    bad = [f"cell {i}: {m.group(0)!r}" for i, src in _md(nb) for m in _INSTRUCTORS_ONLY.finditer(src)]
+    assert not bad, f"{_rel(path)}: classroom note repeated in the chapter:\n" + "\n".join(bad)
+
+
+def test_doc_links_name_their_target(chapter):
+    """Issue #28, item 13: 'see the {doc}`../intro`' renders as 'see the Clipping in Private
+    Optimization'; a link that follows 'the' says in its own text what it links."""
+    path, nb = chapter
+    bad = [f"cell {i}: {m.group(0)!r}" for i, src in _md(nb)
+           for m in re.finditer(r"\bthe \{doc\}`[^`<]*`", src)]
+    assert not bad, f"{_rel(path)}: a bare {{doc}} link read as a title after 'the':\n" + "\n".join(bad)
+
+
+_PREDICTION = re.compile(r"(?:```|:::)\{admonition\}\s+Predict\b|^\*\*Predict\b|^Predict first\b", re.M)
+_ANSWER = re.compile(r"(^#+\s*What you should have seen|\*\*What you should have seen|"
+                     r"\{admonition\}\s+What you should have seen|^#{1,6}\s)", re.M)
+
+
+def test_no_prediction_prompts_back_to_back(chapter):
+    """Issue #28, item 13: two prediction prompts with no answer and no new section between them
+    ask the reader to predict twice before looking once."""
+    path, nb = chapter
+    events = []
+    for i, src in _md(nb):
+        events += [(i, m.start(), "predict") for m in _PREDICTION.finditer(src)]
+        events += [(i, m.start(), "answer") for m in _ANSWER.finditer(src)]
+    events.sort()
+    bad, pending = [], None
+    for i, _, kind in events:
+        if kind == "predict" and pending is not None:
+            bad.append(f"cells {pending} and {i}")
+        pending = i if kind == "predict" else None
+    assert not bad, f"{_rel(path)}: prediction prompts back to back (merge them): {bad}"
+
+
+#: Abbreviations a chapter defines before it uses them (where the first use is, the paragraph or an
+#: earlier one spells them out).
+_ABBREVIATIONS = {
+    "RDP": r"R[ée]nyi",
+    "PLD": r"privacy[-\s]loss[-\s]distribution",
+    "GLP": r"generalized\s+linear\s+problem",
+    "LDP": r"local(?:ly)?\s+(?:differential(?:ly)?\s+)?privacy|locally\s+private|local\s+DP",
+}
+
+
+def _reader_text(nb) -> str:
+    """The chapter's prose in reading order: Markdown cells, and the string literals of code cells
+    (table headers, labels and sentences that the outputs show), code spans left out."""
+    parts = []
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            parts.append(re.sub(r"`[^`]*`", "", cell.source))
+        elif cell.cell_type == "code" and "remove-cell" not in _tags(cell):
+            parts += [m.group(2) for m in re.finditer(r"([\"'])((?:(?!\1).)*)\1", cell.source)]
+    return "\n\n".join(parts)
+
+
+def test_abbreviations_are_defined_before_use(chapter):
+    """Issue #28, item 13: RDP, PLD, GLP, LDP are spelled out where a chapter first uses them."""
+    path, nb = chapter
+    prose = _reader_text(nb)
+    bad = []
+    for abbr, spelled in _ABBREVIATIONS.items():
+        m = re.search(r"(?<![\w-])%ss?(?![\w-])" % abbr, prose)
+        if m is None:
+            continue
+        end = prose.find("\n\n", m.end())
+        if not re.search(spelled, prose[: end if end >= 0 else len(prose)], re.I):
+            bad.append(f"{abbr} is used before it is spelled out: ...{prose[max(0, m.start() - 60):m.end() + 20]!r}")
+    assert not bad, f"{_rel(path)}:\n" + "\n".join(bad)
+
+
+def test_live_cells_show_one_line(chapter):
+    """Issue #28, item 14: a cell that calls ``live(...)`` does nothing in the HTML book but show the
+    'run this live' box; its code stays in the notebook and off the page ('remove-input'): the box
+    shows the one line that the cell runs and the link."""
+    path, nb = chapter
+    bad = [f"cell {i}: a live(...) cell with {len(cell.source.strip().splitlines())} lines on the page: "
+           "tag it 'remove-input'"
+           for i, cell in enumerate(nb.cells)
+           if cell.cell_type == "code" and _LIVE_CALL.search(cell.source)
+           and len(cell.source.strip().splitlines()) > 1 and not (_tags(cell) & {"remove-input", "remove-cell"})]
+    assert not bad, f"{_rel(path)}:\n" + "\n".join(bad)
+
+
+def test_live_placeholder_shows_one_line_of_code_and_the_link(monkeypatch):
+    import ipywidgets as widgets
+    import plotly.graph_objects as go
+
+    from dpclip_lab import plotting as dp
+
+    monkeypatch.delenv(dp.HEADLESS_ENV, raising=False)
+    monkeypatch.setenv(dp.HTML_ONLY_ENV, "1")
+
+    def live_demo(C, k):
+        return go.Figure(go.Scatter(y=[C, k]))
+
+    for fn, expected in ((live_demo, "dp.live(live_demo, C=…, k=…)"),
+                         (lambda C, k: live_demo(C, k), "dp.live(lambda C, k: …, C=…, k=…)")):
+        html = dp.live(fn, C=widgets.FloatSlider(value=1.0, min=0.1, max=2.0, description="clip norm C"),
+                       k=(0, 10))._repr_html_()
+        codes = re.findall(r"<code>(.*?)</code>", html, re.S)
+        assert expected in [c.replace("&#x27;", "'") for c in codes], (expected, codes)
+        assert all("\n" not in c for c in codes)
+        assert "Binder" in html and dp.LIVE_PLACEHOLDER_CLASS in html

@@ -1,5 +1,6 @@
 """The book's plotly renderer and slider helper (dpclip_lab.plotting)."""
 import json
+import re
 
 import numpy as np
 import plotly.graph_objects as go
@@ -230,8 +231,8 @@ def test_page_scripts_pick_the_smallest_plotly_bundle(monkeypatch):
     flat = _page(go.Figure(go.Scatter(y=[1, 2])), go.Figure(go.Heatmap(z=[[1, 2]])),
                  dp.slider_figure(_frames([1.0, 2.0]), slider_label="C"))
     assert oa.page_trace_types(flat) == {"scatter", "heatmap"}       # the template's types do not count
-    assert oa.scripts_for_page(flat) == {"plotly-cartesian.min.js"}
-    assert oa.scripts_for_page(_page(go.Figure(go.Scatter3d(x=[1], y=[1], z=[1])))) == {"plotly.min.js"}
+    assert oa.scripts_for_page(flat) == {"plotly-cartesian.min.js", "dpclip-figures.js"}
+    assert oa.scripts_for_page(_page(go.Figure(go.Scatter3d(x=[1], y=[1], z=[1])))) == {"plotly.min.js", "dpclip-figures.js"}
     assert oa.scripts_for_page("<p>text only</p>") == set()
     widget = '<script type="application/vnd.jupyter.widget-view+json">{}</script>'
     assert {"require.js", "embed-amd.js"} <= oa.scripts_for_page(widget)
@@ -335,3 +336,62 @@ def test_fmt_prints_no_negative_zero_and_groups_thousands(value, spec, text):
 def test_fmt_rejects_non_numbers():
     with pytest.raises(TypeError, match="value"):
         dp.fmt("1.0")
+
+
+def test_frames_bring_their_own_ranges_when_axes_are_not_fixed():
+    """fix_axes=False: each frame carries its ranges (plotly does not autorange while animating)."""
+    rng = np.random.default_rng(0)
+    frames = {e: [go.Scatter(x=rng.normal(0, s, 50), y=rng.normal(0, s, 50), mode="markers"),
+                  go.Histogram(x=rng.normal(0, s, 200), nbinsx=20, xaxis="x2", yaxis="y2")]
+              for e, s in ((0, 0.03), (15, 2.5))}
+    from plotly.subplots import make_subplots
+    fig = dp.slider_figure(frames, slider_label="epoch", fix_axes=False, base=make_subplots(rows=1, cols=2))
+    for frame, (traces) in zip(fig.frames, frames.values()):
+        x = np.asarray(traces[0].x)
+        lo, hi = frame.layout.xaxis.range
+        assert lo <= x.min() and x.max() <= hi and hi - lo < 3 * (x.max() - x.min())
+        assert frame.layout.yaxis2.range[0] == 0 and frame.layout.yaxis2.range[1] > 0
+    assert fig.layout.xaxis.range == fig.frames[0].layout.xaxis.range
+
+
+def test_the_page_figure_has_words_and_an_html_legend(monkeypatch):
+    monkeypatch.setenv(dp.HTML_ONLY_ENV, "1")
+    fig = go.Figure([go.Scatter(x=[1, 2, 3], y=[1, 4, 9], name="squares"),
+                     go.Scatter(x=[1, 2, 3], y=[1, 8, 27], name="cubes"),
+                     go.Scatter(x=[1, 2, 2, 1], y=[0, 0, 1, 1], fill="toself")],
+                    layout=dict(title="Powers", xaxis_title="n", yaxis_title="value"))
+    html = dp.BookRenderer().to_mimebundle(fig.to_dict())["text/html"]
+    assert html.startswith('<figure class="dpclip-figure" aria-label="Powers. axes x: n; y: value.')
+    assert "curves: squares, cubes" in html and "Show the numbers" in html and "<td>1 to 27</td>" in html
+    dec = json.JSONDecoder()
+    i = re.search(r"Plotly\.newPlot\(\s*", html).end()
+    _, i = dec.raw_decode(html, i)
+    data, i = dec.raw_decode(html, re.compile(r"\s*,\s*").match(html, i).end())
+    spec, _ = dec.raw_decode(html, re.compile(r"\s*,\s*").match(html, i).end())
+    assert spec["showlegend"] is False and spec["meta"] == {"dpclip_legend": None}   # the page draws it in HTML
+    assert data[2]["mode"] == "lines" and data[2]["hoverinfo"] == "x+y+text"   # band: no corner markers, no "trace 2"
+
+
+def test_side_by_side_panels_move_apart_for_their_axis_titles():
+    from plotly.subplots import make_subplots
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.04)
+    fig.add_traces([go.Scatter(y=[1, 2]), go.Scatter(y=[2, 1], xaxis="x2", yaxis="y2")])
+    fig.update_yaxes(title_text="left", row=1, col=1).update_yaxes(title_text="right", row=1, col=2)
+    layout = dp._panels_apart(json.loads(fig.to_json())["layout"], "x")
+    gap = layout["xaxis2"]["domain"][0] - layout["xaxis"]["domain"][1]
+    assert gap >= dp._GAP_WITH_TITLE["x"] - 1e-9
+    centre = sum(layout["xaxis2"]["domain"]) / 2
+    assert any(abs(a["x"] - centre) < 1e-9 for a in layout.get("annotations", []) or [{"x": centre}])
+
+
+def test_a_script_added_twice_is_loaded_once():
+    """sphinx-thebe adds its inline config twice; the second copy threw "Identifier 'THEBE_JS_URL'
+    has already been declared" on every page."""
+    from sphinx.builders.html._assets import _JavaScript
+
+    oa = _offline_assets()
+    files = [_JavaScript("", priority=500, body="const A = 1;"), _JavaScript("x.js"),
+             _JavaScript("", priority=501, body="const A = 1;"), _JavaScript("x.js"), _JavaScript("", body="const B = 2;")]
+    context = {"script_files": files, "body": ""}
+    oa._page_scripts(None, "page", "page.html", context, None)
+    assert [f.filename or f.attributes["body"] for f in context["script_files"]] == ["const A = 1;", "x.js", "const B = 2;"]

@@ -1,0 +1,46 @@
+/* dpclip-lab: on every page of the book.
+ *
+ * A formula in running text that is wider than its line (MathJax does not break inline math)
+ * scrolls sideways in its own box instead of pushing the page wider than a phone's screen or
+ * out of a theorem box. It gets a tab stop so that a keyboard can scroll it too.
+ */
+(function () {
+  "use strict";
+  function fitInlineMath() {
+    var all = document.querySelectorAll('mjx-container:not([display="true"])');
+    Array.prototype.forEach.call(all, function (c) {
+      c.classList.remove("dpclip-wide-math");
+      var host = c.parentElement;
+      if (!host) return;
+      var room = host.getBoundingClientRect().right;
+      var box = c.closest("div.proof, div.admonition, aside.admonition");
+      if (box) room = Math.min(room, box.getBoundingClientRect().right);
+      room = Math.min(room, document.documentElement.clientWidth);
+      if (c.getBoundingClientRect().right > room + 1) {
+        c.classList.add("dpclip-wide-math");
+        c.setAttribute("tabindex", "0");
+      } else if (c.classList.contains("dpclip-wide-math") === false && c.getAttribute("tabindex") === "0") {
+        c.removeAttribute("tabindex");
+      }
+    });
+  }
+  // a displayed formula wider than the column scrolls in its box: a keyboard must reach it
+  function focusableWideDisplays() {
+    var all = document.querySelectorAll('mjx-container[display="true"]');
+    Array.prototype.forEach.call(all, function (c) {
+      if (c.scrollWidth > c.clientWidth + 1) c.setAttribute("tabindex", "0");
+      else if (c.getAttribute("tabindex") === "0") c.removeAttribute("tabindex");
+    });
+  }
+  var timer = null;
+  function fit() { fitInlineMath(); focusableWideDisplays(); }
+  function later() { clearTimeout(timer); timer = setTimeout(fit, 150); }
+  function start() {
+    var mj = window.MathJax;
+    if (mj && mj.startup && mj.startup.promise) mj.startup.promise.then(fit);
+    else fit();
+  }
+  window.dpclipPage = {fitInlineMath: fitInlineMath, fit: fit};
+  window.addEventListener("load", start);
+  window.addEventListener("resize", later);
+})();

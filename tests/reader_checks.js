@@ -1,0 +1,234 @@
+// What a reader meets on a page of the built book, measured in the browser
+// (tests/test_book_html.py runs it with Playwright on every page at 1280 and 400 px).
+// Each check returns a list of problems in words: an empty list is a pass.
+//
+//   window.dpclipReader.page()            -> {scrollWidth, clientWidth, wide: [...], clipped: [...]}
+//   await window.dpclipReader.figures(o)  -> [{id, problems: [...], steps}]
+//       o.allSteps: move every slider through every step (blank-frame check at each);
+//       otherwise only the first, active and last steps.
+(() => {
+  const PAD = 1.5;  // px of tolerance for anti-aliased edges
+  const MIN_INSIDE = 0.2;  // share of a subplot's points that must lie inside its axes (a zoom may cut tails)
+
+  const describe = (el) => {
+    const cls = (el.getAttribute && el.getAttribute("class")) || "";
+    const text = (el.textContent || "").replace(/\s+/g, " ").trim().slice(0, 60);
+    return `<${el.tagName.toLowerCase()}${cls ? " class=\"" + cls.slice(0, 40) + "\"" : ""}> "${text}"`;
+  };
+
+  // An element that scrolls sideways on its own (a wide table or equation in its box) is
+  // fine on a phone: the page does not scroll. Anything else sticking out is a defect.
+  const scrollsInside = (el, stop) => {
+    for (let a = el.parentElement; a && a !== stop && a !== document.body; a = a.parentElement) {
+      const ox = getComputedStyle(a).overflowX;
+      if ((ox === "auto" || ox === "scroll") && a.scrollWidth > a.clientWidth - 1) return true;
+    }
+    return false;
+  };
+
+  function page() {
+    const W = document.documentElement.clientWidth;
+    const wide = [];
+    const main = document.querySelector("main, article, .bd-article") || document.body;
+    for (const el of main.querySelectorAll("*")) {
+      const r = el.getBoundingClientRect();
+      if (r.width === 0 || r.right <= W + PAD) continue;
+      if (el.closest(".js-plotly-plot") && !el.classList.contains("js-plotly-plot")) continue;
+      if (scrollsInside(el, null)) continue;
+      if (getComputedStyle(el).position === "fixed") continue;
+      wide.push(`${describe(el)} reaches x = ${Math.round(r.right)} px`);
+      if (wide.length > 8) break;
+    }
+    // theorem / algorithm / admonition boxes: nothing cut off at the box's edge
+    const clipped = [];
+    for (const box of document.querySelectorAll("div.proof, div.admonition, aside.admonition")) {
+      const b = box.getBoundingClientRect();
+      if (b.width === 0) continue;
+      for (const el of box.querySelectorAll("*")) {
+        const r = el.getBoundingClientRect();
+        if (r.width === 0 || r.right <= b.right + PAD) continue;
+        if (scrollsInside(el, box)) continue;
+        clipped.push(`${describe(el)} sticks out of ${describe(box).slice(0, 80)} by ${Math.round(r.right - b.right)} px`);
+        break;
+      }
+    }
+    return {scrollWidth: document.documentElement.scrollWidth, clientWidth: W, wide, clipped};
+  }
+
+  // ---------------------------------------------------------------- figures
+  const rect = (el) => { const r = el.getBoundingClientRect(); return {l: r.left, t: r.top, r: r.right, b: r.bottom, w: r.width, h: r.height}; };
+  const overlap = (a, b) => Math.min(a.r, b.r) - Math.max(a.l, b.l) > PAD && Math.min(a.b, b.b) - Math.max(a.t, b.t) > PAD;
+  const usable = (r) => r && r.w > 0 && r.h > 0;
+
+  function plotAreas(gd) {
+    const fl = gd._fullLayout, g = gd.getBoundingClientRect(), out = [];
+    for (const [name, p] of Object.entries(fl._plots || {})) {
+      const xa = p.xaxis, ya = p.yaxis;
+      if (!xa || !ya || xa.visible === false && ya.visible === false) continue;
+      const l = g.left + xa._offset, t = g.top + ya._offset;
+      out.push({name, box: {l, t, r: l + xa._length, b: t + ya._length, w: xa._length, h: ya._length}});
+    }
+    return out;
+  }
+
+  // The parts of a figure that must not sit on one another.
+  function parts(gd) {
+    const q = (sel) => Array.from(gd.querySelectorAll(sel)).filter((e) => usable(rect(e)));
+    const legend = q(".infolayer .legend .bg").map((e) => ({what: "legend", box: rect(e)}));
+    const slider = q(".slider-container").map((e) => ({what: "slider", box: rect(e)}));
+    const title = q(".infolayer .g-gtitle text").map((e) => ({what: `title "${e.textContent.slice(0, 30)}"`, box: rect(e)}));
+    const axisTitles = q(".infolayer [class*=title] text.xtitle, .infolayer [class*=title] text.ytitle, .infolayer text[class$=title]")
+      .filter((e) => /^[xy]\d*title$/.test(e.getAttribute("class") || ""))
+      .map((e) => ({what: `axis title "${e.textContent.slice(0, 30)}"`, box: rect(e)}));
+    // annotations in paper coordinates without an arrow: subplot titles and notes
+    const anns = (gd._fullLayout.annotations || []);
+    const annEls = q(".annotation");
+    const notes = [];
+    annEls.forEach((e) => {
+      const i = Number(e.getAttribute("data-index"));
+      const a = anns[i];
+      if (!a || a.showarrow || a.xref !== "paper" || a.yref !== "paper") return;
+      const t = e.querySelector(".annotation-text-g") || e;
+      notes.push({what: `annotation "${(e.textContent || "").slice(0, 30)}"`, box: rect(t)});
+    });
+    return {legend, slider, title, axisTitles, notes, plots: plotAreas(gd).map((p) => ({what: `plot area ${p.name}`, box: p.box}))};
+  }
+
+  function overlaps(gd) {
+    const p = parts(gd), problems = [];
+    const pairs = (A, B, why) => {
+      for (const a of A) for (const b of B) if (a !== b && overlap(a.box, b.box)) problems.push(`${a.what} overlaps ${b.what}${why ? " (" + why + ")" : ""}`);
+    };
+    pairs(p.legend, p.slider);
+    pairs(p.legend, p.plots, "legend on the data");
+    pairs(p.legend, p.title.concat(p.axisTitles, p.notes));
+    pairs(p.slider, p.plots.concat(p.axisTitles, p.title, p.notes));
+    pairs(p.title, p.notes.concat(p.plots));
+    pairs(p.axisTitles, p.plots, "axis title on the data");
+    for (let i = 0; i < p.notes.length; i++) pairs([p.notes[i]], p.notes.slice(i + 1));
+    for (let i = 0; i < p.axisTitles.length; i++) pairs([p.axisTitles[i]], p.axisTitles.slice(i + 1));
+    // the figure itself stays inside the page column
+    const g = rect(gd), W = document.documentElement.clientWidth;
+    if (g.r > W + PAD && !scrollsInside(gd, null)) problems.push(`the figure is ${Math.round(g.w)} px wide and reaches x = ${Math.round(g.r)} px on a ${W} px page`);
+    return problems;
+  }
+
+  // Visible data inside the plot area: for every visible trace that has data in this frame,
+  // at least one point lies inside the axis ranges (plotly does not autorange while animating).
+  const toAxis = (ax, v) => {
+    if (v === null || v === undefined || v === "") return NaN;
+    if (ax.type === "log") return v > 0 ? Math.log10(v) : NaN;
+    if (ax.type === "category" || ax.type === "multicategory") return NaN;
+    if (ax.type === "date") return ax.d2l ? ax.d2l(v) : NaN;
+    return Number(v);
+  };
+  const within = (ax, v) => { const [a, b] = ax.range; const lo = Math.min(a, b), hi = Math.max(a, b); return v >= lo - 1e-9 * (hi - lo) && v <= hi + 1e-9 * (hi - lo); };
+  const arr = (x) => (x && x.length !== undefined ? Array.from(x) : []);
+
+  function blankTraces(gd) {
+    const fl = gd._fullLayout, problems = [];
+    const bySubplot = {};
+    gd._fullData.forEach((tr, i) => {
+      if (tr.visible !== true) return;
+      if (!["scatter", "scattergl", "bar"].includes(tr.type)) return;
+      const xa = fl[(tr.xaxis || "x").replace(/^x/, "xaxis")], ya = fl[(tr.yaxis || "y").replace(/^y/, "yaxis")];
+      if (!xa || !ya || xa.type === "category" || ya.type === "category") return;
+      const xs = arr(tr.x), ys = arr(tr.y);   // fullData: base64 arrays decoded
+      const n = Math.max(xs.length, ys.length);
+      let finite = 0, inside = 0;
+      for (let k = 0; k < n; k++) {
+        const x = xs.length ? toAxis(xa, xs[k]) : toAxis(xa, k), y = ys.length ? toAxis(ya, ys[k]) : toAxis(ya, k);
+        if (!Number.isFinite(x) || !Number.isFinite(y)) continue;
+        finite++;
+        if (tr.type === "bar") {
+          const base = ya.type === "log" ? ya.range[0] : 0;
+          const lo = Math.min(base, y), hi = Math.max(base, y), [r0, r1] = ya.range;
+          if (within(xa, x) && hi >= Math.min(r0, r1) && lo <= Math.max(r0, r1)) inside++;
+        } else if (within(xa, x) && within(ya, y)) inside++;
+      }
+      const key = `${tr.xaxis || "x"}${tr.yaxis || "y"}`;
+      bySubplot[key] = bySubplot[key] || {finite: 0, inside: 0};
+      bySubplot[key].finite += finite; bySubplot[key].inside += inside;
+    });
+    // a subplot is (nearly) blank when most of its data fall outside its axes: plotly does not
+    // rescale while animating, so a frame drawn on another frame's ranges shows a few stray points
+    for (const [k, v] of Object.entries(bySubplot)) {
+      if (v.finite > 0 && v.inside < MIN_INSIDE * v.finite) {
+        problems.push(`subplot ${k} is (nearly) blank: ${v.inside} of its ${v.finite} points lie inside its axes`);
+      }
+    }
+    return problems;
+  }
+
+  // Hover: values a reader may want to read are readable.
+  function hover(gd) {
+    const fl = gd._fullLayout, problems = [];
+    if (fl.hovermode === false) return ["hovermode is off: no value can be read by pointing"];
+    const namelength = fl.hoverlabel && fl.hoverlabel.namelength;
+    let anyHover = false;
+    gd._fullData.forEach((tr, i) => {
+      if (tr.visible !== true) return;
+      const info = tr.hoverinfo || "";
+      const fill = tr.fill && tr.fill !== "none";
+      if (fill && (tr.mode || "").includes("markers")) problems.push(`band trace "${tr.name}" draws markers at its corners (mode ${tr.mode})`);
+      if (info === "skip" || info === "none") return;
+      anyHover = true;
+      const tmpl = tr.hovertemplate || "";
+      const showsName = tmpl ? !/<extra><\/extra>/.test(tmpl) : (info === "all" || info.includes("name"));
+      if (!showsName) return;
+      const name = tr.name || "";
+      if (/^trace \d+$/.test(name) || name === "") problems.push(`trace #${i} shows hover with no name ("trace ${i}")`);
+      else if (namelength !== -1 && name.length > (namelength ?? 15)) problems.push(`hover label cuts "${name}" to ${namelength ?? 15} characters`);
+    });
+    if (!anyHover && gd._fullData.some((t) => t.visible === true)) problems.push("no trace shows a value on hover");
+    return problems;
+  }
+
+  const nextFrame = () => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+
+  async function goTo(gd, step) {
+    const args = step.args || [];
+    if (step.method === "animate") {
+      await window.Plotly.animate(gd, args[0], Object.assign({}, args[1] || {}, {transition: {duration: 0}, frame: {duration: 0, redraw: true}, mode: "immediate"}));
+    } else if (["restyle", "relayout", "update"].includes(step.method)) {
+      await window.Plotly[step.method](gd, ...args);
+    }
+    await nextFrame();
+  }
+
+  async function figures(opts = {}) {
+    const out = [];
+    for (const gd of document.querySelectorAll(".js-plotly-plot")) {
+      const fig = {id: gd.id, problems: [], steps: 0};
+      const tag = (label) => (p) => fig.problems.push(`${label}: ${p}`);
+      try {
+        overlaps(gd).forEach(tag("as loaded"));
+        blankTraces(gd).forEach(tag("as loaded"));
+        hover(gd).forEach(tag("hover"));
+        const slider = (gd._fullLayout.sliders || [])[0];
+        if (slider && slider.steps && slider.steps.length > 1) {
+          const steps = slider.steps, n = steps.length, active = slider.active || 0;
+          const idx = opts.allSteps ? [...Array(n).keys()] : [...new Set([0, n - 1])];
+          for (const k of idx) {
+            await goTo(gd, steps[k]);
+            fig.steps++;
+            blankTraces(gd).forEach(tag(`slider at "${steps[k].label}"`));
+          }
+          await goTo(gd, steps[n - 1]);
+          window.Plotly.relayout && await window.Plotly.relayout(gd, {"sliders[0].active": n - 1});
+          await nextFrame();
+          overlaps(gd).forEach(tag(`slider at its last step "${steps[n - 1].label}"`));
+          await goTo(gd, steps[active]);
+          await window.Plotly.relayout(gd, {"sliders[0].active": active});
+        }
+      } catch (e) {
+        fig.problems.push(`the check itself failed: ${e}`);
+      }
+      fig.problems = [...new Set(fig.problems)];
+      out.push(fig);
+    }
+    return out;
+  }
+
+  window.dpclipReader = {page, figures, overlaps, blankTraces, hover};
+})();
