@@ -963,6 +963,8 @@ def test_the_reader_checks_can_fail(chromium, tmp_path):
     band = go.Figure([go.Scatter(x=[0, 1, 1, 0], y=[0, 0, 1, 1], fill="toself", mode="lines+markers",
                                  name="a band with a long, long name"),
                       go.Scatter(x=[0, 1], y=[0.5, 0.5], name="a line with a long, long name")])
+    for f in (fig, band):   # plotly's own template (the book's shows whole hover names)
+        f.update_layout(template="plotly_white")
     div = pio.to_html(fig, include_plotlyjs=False, full_html=False) + pio.to_html(band, include_plotlyjs=False, full_html=False)
     plotly_js = ROOT / "_static" / "plotly.min.js"
     if not plotly_js.is_file():
