@@ -33,7 +33,13 @@
     });
   }
   var timer = null;
-  function fit() { fitInlineMath(); focusableWideDisplays(); }
+  // the sidebar's expand/collapse toggles are <summary> elements with only an icon: name them
+  function nameToggles() {
+    Array.prototype.forEach.call(document.querySelectorAll("summary"), function (s) {
+      if (!s.textContent.trim() && !s.getAttribute("aria-label")) s.setAttribute("aria-label", "Show or hide the pages under this entry");
+    });
+  }
+  function fit() { fitInlineMath(); focusableWideDisplays(); nameToggles(); }
   function later() { clearTimeout(timer); timer = setTimeout(fit, 150); }
   function start() {
     var mj = window.MathJax;

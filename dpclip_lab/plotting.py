@@ -353,6 +353,8 @@ def _num(v: float) -> str:
 
     if not np.isfinite(v):
         return "–"
+    if v == 0:
+        v = 0.0          # no "−0"
     return f"{v:.4g}".replace("-", "−").replace("e+0", "e").replace("e−0", "e−")
 
 

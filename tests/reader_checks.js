@@ -34,6 +34,7 @@
       const r = el.getBoundingClientRect();
       if (r.width === 0 || r.right <= W + PAD) continue;
       if (el.closest(".js-plotly-plot") && !el.classList.contains("js-plotly-plot")) continue;
+      if (el.closest("mjx-assistive-mml")) continue;   // MathML for screen readers: clipped, never shown
       if (scrollsInside(el, null)) continue;
       if (getComputedStyle(el).position === "fixed") continue;
       wide.push(`${describe(el)} reaches x = ${Math.round(r.right)} px`);
@@ -45,6 +46,7 @@
       const b = box.getBoundingClientRect();
       if (b.width === 0) continue;
       for (const el of box.querySelectorAll("*")) {
+        if (el.closest("mjx-assistive-mml")) continue;
         const r = el.getBoundingClientRect();
         if (r.width === 0 || r.right <= b.right + PAD) continue;
         if (scrollsInside(el, box)) continue;
