@@ -24,12 +24,24 @@
       }
     });
   }
-  // a displayed formula wider than the column scrolls in its box: a keyboard must reach it
+  // a displayed formula or a cell's output (a wide table) wider than the column scrolls in its
+  // box: a keyboard must reach it (WCAG 2.1.1; axe scrollable-region-focusable). Re-checked when
+  // the width or the colour mode changes (the dark mode pads outputs, which can make one scroll).
   function focusableWideDisplays() {
-    var all = document.querySelectorAll('mjx-container[display="true"]');
+    var all = document.querySelectorAll('mjx-container[display="true"], div.cell_output > .output');
     Array.prototype.forEach.call(all, function (c) {
-      if (c.scrollWidth > c.clientWidth + 1) c.setAttribute("tabindex", "0");
-      else if (c.getAttribute("tabindex") === "0") c.removeAttribute("tabindex");
+      var focusable = c.querySelector("a[href], button, input, select, textarea, [tabindex=\"0\"]");
+      // (the theme marks the outputs that scrolled at load tabindex="0" and the others "-1")
+      if (c.scrollWidth > c.clientWidth + 1 && !focusable) {
+        if (c.getAttribute("tabindex") !== "0") {
+          c.dataset.dpclipTabindex = c.getAttribute("tabindex") || "";
+          c.setAttribute("tabindex", "0");
+        }
+      } else if (c.dataset.dpclipTabindex !== undefined) {
+        if (c.dataset.dpclipTabindex) c.setAttribute("tabindex", c.dataset.dpclipTabindex);
+        else c.removeAttribute("tabindex");
+        delete c.dataset.dpclipTabindex;
+      }
     });
   }
   var timer = null;
@@ -49,4 +61,5 @@
   window.dpclipPage = {fitInlineMath: fitInlineMath, fit: fit};
   window.addEventListener("load", start);
   window.addEventListener("resize", later);
+  new MutationObserver(focusableWideDisplays).observe(document.documentElement, {attributes: true, attributeFilter: ["data-theme"]});
 })();
