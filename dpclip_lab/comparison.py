@@ -56,6 +56,7 @@ from ._validation import check_int, check_nonnegative, check_open_unit, check_po
 from .accountants import get_noise_multiplier, make_accountant
 from .glp import GLProblem
 from .losses import Huber
+from .numbers import fmt
 
 __all__ = ["METHODS", "GLP_ONLY", "NETWORK_METHODS", "skewed_problem", "calibrate", "sweep", "compare",
            "MethodSweep", "summary_rows", "band_traces", "NetworkSweep", "sweep_network", "compare_networks",
@@ -492,8 +493,8 @@ def network_rows(results: dict, *, small: int | None = 0):
     for key, r in results.items():
         a = r.at()
         lo = r.at(small) if small is not None else None
-        rows.append((r.label, f"{a['C']:.3g}", f"{100 * a['mean']:.1f} [{100 * a['min']:.1f}, {100 * a['max']:.1f}]",
-                     "—" if lo is None else f"{100 * lo['mean']:.1f} (C = {lo['C']:.3g})",
+        rows.append((r.label, fmt(a['C']), f"{100 * a['mean']:.1f} [{100 * a['min']:.1f}, {100 * a['max']:.1f}]",
+                     "—" if lo is None else f"{100 * lo['mean']:.1f} (C = {fmt(lo['C'])})",
                      f"{r.epsilon_spent:.2f}", f"{1000 * r.seconds_per_run:.0f}"))
     return rows
 
@@ -649,7 +650,7 @@ def step_size_rows(results: dict, *, digits: int = 1):
     rows = []
     for name, r in results.items():
         v = 100 * float(r.validation[r.best].mean())
-        rows.append((name, "—" if r.noise_multiplier == 0 else f"{r.noise_multiplier:.3g}",
-                     "∞ (no noise)" if math.isinf(r.epsilon_spent) else f"{r.epsilon_spent:.3g}", f"{r.lr:g}",
+        rows.append((name, "—" if r.noise_multiplier == 0 else fmt(r.noise_multiplier),
+                     "∞ (no noise)" if math.isinf(r.epsilon_spent) else fmt(r.epsilon_spent), fmt(r.lr, "g"),
                      f"{v:.{digits}f}", f"{100 * r.mean:.{digits}f} ± {100 * r.se:.{digits}f}"))
     return rows

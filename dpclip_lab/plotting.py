@@ -38,6 +38,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.io.base_renderers import MimetypeRenderer
 
+from .numbers import fmt  # noqa: F401  (re-exported: dp.fmt)
+
 __all__ = [
     "COLORS",
     "PALETTE",
@@ -355,7 +357,7 @@ def _num(v: float) -> str:
         return "–"
     if v == 0:
         v = 0.0          # no "−0"
-    return f"{v:.4g}".replace("-", "−").replace("e+0", "e").replace("e−0", "e−")
+    return fmt(v, ".4g").replace("-", "−")      # 1.131 × 10⁹, not 1.131e9 or 1.455e+33
 
 
 #: Rows of a figure's "Show the numbers" table when its curves share their x values.
@@ -522,11 +524,11 @@ def show(fig: go.Figure) -> None:
 
 # --------------------------------------------------------------------------- sliders
 
-def _label(value: Any, fmt: str | None) -> str:
-    if fmt is not None:
-        return format(value, fmt)
+def _label(value: Any, spec: str | None) -> str:
+    if spec is not None:
+        return fmt(value, spec) if isinstance(value, (int, float)) and not isinstance(value, bool) else format(value, spec)
     if isinstance(value, float):
-        return f"{value:.3g}"
+        return fmt(value)
     return str(value)
 
 
@@ -1211,23 +1213,3 @@ def missing_axis_titles(fig) -> list[str]:
     return missing
 
 
-def fmt(value: float, spec: str = ".3g") -> str:
-    """Lab utility: a number for prose and tables, as ``format(value, spec)`` but never ``-0``.
-
-    A small negative value rounded to zero prints ``"-0.0000"`` with ``format``; here it prints
-    ``"0.0000"`` (the sign of a value that rounds to zero says nothing). Integers of five or
-    more digits get thousands separators with the default ``spec`` (``928,441``, not ``928441``).
-    """
-    if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
-        raise TypeError(f"value must be a number, got {type(value).__name__}")
-    v = float(value)
-    if spec == ".3g" and math.isfinite(v) and v == int(v) and abs(v) >= 1e4 and abs(v) < 1e15:
-        out = f"{int(v):,}"
-    else:
-        out = format(v, spec)
-    if out.startswith("-") and math.isfinite(v):
-        digits = out.lstrip("-").replace(",", "")
-        mantissa = digits.split("e")[0].split("E")[0].rstrip("%")
-        if mantissa and set(mantissa) <= set("0."):
-            out = out[1:]
-    return out

@@ -1,0 +1,44 @@
+"""Numbers written for a reader (prose and tables): :func:`fmt`.
+
+A core module (no plotting dependency): the lab's table helpers (:mod:`dpclip_lab.comparison`)
+and the book's figures (:mod:`dpclip_lab.plotting`, which re-exports it as ``dp.fmt``) share it.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+__all__ = ["fmt"]
+
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+_EXPONENT_FORM = re.compile(r"([+\-]?)(\d+(?:\.\d*)?)[eE]([+\-]?\d+)")
+
+
+def fmt(value: float, spec: str = ".3g") -> str:
+    """Lab utility: a number for prose and tables, as ``format(value, spec)`` but written for a reader.
+
+    * Never ``-0``: a small negative value rounded to zero prints ``"-0.0000"`` with ``format``;
+      here it prints ``"0.0000"`` (the sign of a value that rounds to zero says nothing).
+    * Integers of five or more digits get thousands separators with the default ``spec``
+      (``928,441``, not ``928441``).
+    * No exponent form: where ``format`` writes ``3.65e+03`` or ``1.5e-09``, this writes
+      ``3.65 × 10³`` and ``1.5 × 10⁻⁹`` (``1e+06`` becomes ``10⁶``).
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
+        raise TypeError(f"value must be a number, got {type(value).__name__}")
+    v = float(value)
+    if spec == ".3g" and math.isfinite(v) and v == int(v) and abs(v) >= 1e4 and abs(v) < 1e15:
+        out = f"{int(v):,}"
+    else:
+        out = format(v, spec)
+    if out.startswith("-") and math.isfinite(v):
+        digits = out.lstrip("-").replace(",", "")
+        mantissa = digits.split("e")[0].split("E")[0].rstrip("%")
+        if mantissa and set(mantissa) <= set("0."):
+            out = out[1:]
+    m = _EXPONENT_FORM.fullmatch(out)
+    if m:
+        sign, mantissa, exponent = m.groups()
+        power = "10" + str(int(exponent)).translate(_SUPERSCRIPT)
+        out = sign + (power if mantissa in ("1", "1.") else f"{mantissa} × {power}")
+    return out
