@@ -4,8 +4,14 @@ For every master notebook under ``book/`` (a notebook with a ``# ASSIGNMENT CONF
 raw cell): otter assign runs offline into a temporary folder, then
 
 1. the student copy holds no solution and no hidden test;
-2. grading the untouched student copy with ``otter run`` (local, no Docker) executes
-   the whole notebook without an error and fails every question;
+2. the untouched student copy runs from top to bottom and fails every question. For the
+   masters in ``SOLUTION_SMOKE``, ``otter run`` (local, no Docker) grades it: the whole
+   notebook executes without an error and scores 0. For every master, the student copy is
+   checked against the master that nbval executed (:func:`student_copy_breaks`): it differs
+   from the master only in its answer cells, dropped cells and tests, so it runs if every cell
+   parses, every name a cell reads is defined by a cell above it, and no cell outside the
+   answers and checks reads an answer (``...`` in an untouched copy). Executing every student
+   copy once more cost ~15 minutes of worker time, half the test run;
 3. grading the solution notebook passes every test, public and hidden — graded by otter
    for the masters in ``SOLUTION_SMOKE`` (the pipeline), and for every master by nbval,
    which runs the master's solution cells and then its (public and hidden) assert cells;
@@ -15,8 +21,8 @@ raw cell): otter assign runs offline into a temporary folder, then
    the statements of the chapter that the exercises need (:func:`chapter_slice`), not the
    chapter: a few seconds for most masters, ~20 s for those whose exercises read a sweep.
 
-About 25 s per chapter on 2 cores: otter assign (~8 s), then the student copy graded
-(an execution of the whole chapter).
+About 10 s per chapter on 2 cores (otter assign ~8 s), and ~1 min for the otter gradings of
+the smoke master.
 """
 from __future__ import annotations
 
@@ -186,17 +192,12 @@ def _grade(made, which):
                                      retry_if=lambda exc: isinstance(exc, KernelStartFailed))
 
 
-@pytest.fixture(scope="module")
-def graded(made):
-    """GradingResults of the untouched student copy."""
-    return {"student": _grade(made, "student")}
-
-
 @pytest.fixture(scope="module", params=SOLUTION_SMOKE, ids=lambda p: p.stem)
-def graded_solution(request, tmp_path_factory):
-    """GradingResults of the solution notebook (the smoke-test masters)."""
+def graded(request, tmp_path_factory):
+    """GradingResults of the untouched student copy and of the solution notebook (smoke masters)."""
     master = request.param
-    return _grade((master, assign_tool.assign(master, tmp_path_factory.mktemp("assignments"))), "autograder")
+    made = (master, assign_tool.assign(master, tmp_path_factory.mktemp("assignments")))
+    return {which: _grade(made, which) for which in ("student", "autograder")}
 
 
 def test_there_is_a_master_notebook():
@@ -496,8 +497,95 @@ def test_untouched_student_copy_fails_cleanly(graded):
         assert qres.score == 0, f"{name} passes with no answer"
 
 
-def test_solutions_pass_every_test(graded_solution):
-    res = graded_solution
+#: Names a notebook cell may read without defining them: IPython's kernel namespace.
+_KERNEL_NAMES = {"display", "get_ipython", "In", "Out", "exit", "quit"}
+
+
+def _answer_cell(cell) -> bool:
+    return "otter_answer_cell" in cell.metadata.get("tags", [])
+
+
+def _stubbed(source: str) -> set[str]:
+    """Names an answer cell leaves as ``...`` (``x = ...``, ``x, y = ..., ...``)."""
+    import ast
+
+    out = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Assign) and any(isinstance(v, ast.Constant) and v.value is Ellipsis
+                                                for v in ast.walk(node.value)):
+            out |= {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return out
+
+
+def student_copy_breaks(student: Path) -> list[str]:
+    """Why the untouched student copy would not run from top to bottom (empty: it runs).
+
+    Every code cell parses; every name a cell reads from the notebook's scope is defined by a
+    cell above it (or by the cell itself, Python's builtins, IPython's namespace); no cell other
+    than the answer cells and ``grader.check`` reads a name that an answer cell leaves ``...``.
+    The master, whose cells are the same but for answers, tests and dropped explanation cells,
+    has run under nbval; so this is what can break the copy alone.
+    """
+    import builtins
+
+    problems, defined, stubs = [], set(dir(builtins)) | _KERNEL_NAMES, {}
+    for k, cell in enumerate(nbformat.read(student, as_version=4).cells):
+        if cell.cell_type != "code":
+            continue
+        try:
+            defines, reads, _ = _names(cell.source)
+        except SyntaxError as exc:
+            problems.append(f"cell {k} does not parse: {exc}")
+            continue
+        if re.fullmatch(r'grader\.check\("\w+"\)', cell.source.strip()):
+            continue
+        undefined = sorted(reads - defined - defines)
+        if undefined:
+            problems.append(f"cell {k} reads {', '.join(undefined)}, which no cell above defines")
+        if _answer_cell(cell):
+            stubs.update(dict.fromkeys(_stubbed(cell.source), k))
+        else:
+            read_stubs = sorted(n for n in reads & stubs.keys() if n not in defines)
+            if read_stubs:
+                problems.append(f"cell {k} reads {', '.join(read_stubs)}, left '...' by answer cell "
+                                f"{stubs[read_stubs[0]]}: it fails in an untouched copy")
+            for name in defines:
+                stubs.pop(name, None)
+        defined |= defines
+    return problems
+
+
+def test_untouched_student_copy_runs(made):
+    master, result = made
+    student = result / "student" / master.name
+    assert student_copy_breaks(student) == []
+    assert any(_answer_cell(c) and _stubbed(c.source) for c in nbformat.read(student, as_version=4).cells)
+
+
+def test_the_run_check_can_fail(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    answer = nbformat.v4.new_code_cell("a_q1 = ...\nb_q1 = 2")
+    answer.metadata["tags"] = ["otter_answer_cell"]
+    nb.cells = [nbformat.v4.new_code_cell("import numpy as np\nx = np.ones(3)"), answer,
+                nbformat.v4.new_code_cell('grader.check("q1")'),
+                nbformat.v4.new_code_cell("y = x + b_q1"),          # fine: b_q1 is given, not '...'
+                nbformat.v4.new_code_cell("z = a_q1 * 2"),          # reads the unanswered a_q1
+                nbformat.v4.new_code_cell("w = dropped + 1"),       # a cell that defined it was dropped
+                nbformat.v4.new_code_cell("v = (1,")]               # does not parse
+    path = tmp_path / "student.ipynb"
+    nbformat.write(nb, path)
+    problems = student_copy_breaks(path)
+    assert len(problems) == 3, problems
+    assert "a_q1" in problems[0] and "'...'" in problems[0]
+    assert "dropped" in problems[1] and "no cell above" in problems[1]
+    assert "does not parse" in problems[2]
+    nb.cells = nb.cells[:4]
+    nbformat.write(nb, path)
+    assert student_copy_breaks(path) == []
+
+
+def test_solutions_pass_every_test(graded):
+    res = graded["autograder"]
     assert not res.has_catastrophic_failure()
     assert res.total == res.possible > 0, res.summary()
     n_hidden = 0
