@@ -23,6 +23,10 @@ What this module holds:
 * :func:`gdp_estimate` — an *estimate* (not a bound) of the Gaussian-DP parameter
   μ (Dong, Roth & Su 2022) with a confidence interval, and the ε(δ) it implies,
   valid under the assumption that the trade-off curve is Gaussian.
+* :func:`accountant_tradeoff`, :func:`gaussian_mu_of_tests`, :func:`gdp_mu_for_epsilon` —
+  the trade-off curve an accountant certifies (never above the true one), the
+  "Gaussian μ" view of a curve's tests, and the μ-GDP with a given ε(δ): what an
+  audit's curve and estimate are set next to.
 * :func:`gradient_canary_audit` — many runs of a lab algorithm (DP-SGD, DP-GD,
   DiceSGD, adaptive clipping, or any privatizer) batched as one tensor program,
   with a *gradient canary*: one example whose per-example gradient is a fixed
@@ -85,7 +89,7 @@ from .privatizers import GaussianPrivatizer
 
 __all__ = [
     "clopper_pearson_upper", "epsilon_lower_bound", "max_certifiable_epsilon", "tradeoff_curve",
-    "GDPEstimate", "gdp_estimate",
+    "GDPEstimate", "gdp_estimate", "gaussian_mu_of_tests", "accountant_tradeoff", "gdp_mu_for_epsilon",
     "CanaryAudit", "gradient_canary_oracle", "module_batched_grad_fn", "gradient_canary_audit",
     "input_canary_audit",
     "one_run_p_value", "one_run_epsilon_lower_bound", "one_run_ceiling", "one_run_gradient_audit",
@@ -568,6 +572,184 @@ def gdp_estimate(scores_in, scores_out, *, confidence=0.95) -> GDPEstimate:
     half = float(ndtri(0.5 + conf / 2.0)) * se
     return GDPEstimate(mu=max(mu_raw, 0.0), ci=(max(mu_raw - half, 0.0), max(mu_raw + half, 0.0)),
                        confidence=conf, auc=auc, se=se, n_in=n_in, n_out=n_out)
+
+
+def _at_least_1d(x):
+    """A scalar as a one-entry array; anything else unchanged (for :func:`_as_scores` to check)."""
+    if isinstance(x, torch.Tensor):
+        return x.reshape(1) if x.dim() == 0 else x
+    raw = np.asarray(x) if not isinstance(x, (list, tuple)) else x
+    return raw.reshape(1) if isinstance(raw, np.ndarray) and raw.ndim == 0 else raw
+
+
+def _as_rates(x, name: str) -> np.ndarray:
+    """A non-empty, finite 1-D array of error rates, every entry in [0, 1]."""
+    a = _as_scores(x, name)
+    if a.min() < 0.0 or a.max() > 1.0:
+        raise ValueError(f"{name} must hold error rates in [0, 1], got values from {a.min()!r} to {a.max()!r}")
+    return a
+
+
+def gaussian_mu_of_tests(alpha, beta, at=None):
+    """The "Gaussian μ view" of a trade-off curve: the μ of the Gaussian curve through each test.
+
+    Source: Dong, Roth & Su (2022), Def. 2.6 (the Gaussian trade-off function ``G_μ``); the
+    Gaussian reading of an audit's tests in the tight audit of Nasr et al. (2023).
+
+    The Gaussian trade-off curve ``G_μ(α) = Φ(Φ⁻¹(1 − α) − μ)`` passes through the test
+    (α, β) for exactly one μ,
+
+        μ = Φ⁻¹(1 − β) − Φ⁻¹(α),
+
+    so in this view a Gaussian curve is a flat line at its μ, and a curve that rises toward
+    small α has a heavier tail than any ``G_μ`` with the same area (Poisson-subsampled DP-SGD
+    with few expected draws of the canary).
+
+    Parameters
+    ----------
+    alpha, beta : 1-D array or tensor
+        The false-positive and false-negative rates of the tests, in [0, 1], of one shape
+        (e.g. what :func:`tradeoff_curve` returns).
+    at : float or 1-D array, optional
+        False-positive rates in [0, 1] at which to read the curve: for each, the test with the
+        largest α not above it (of those, the one with the smallest β); a test picked twice is
+        returned once. Default: every test.
+
+    Returns
+    -------
+    alpha : ndarray
+        The α of the tests kept, in decreasing order. Tests with α or β at 0 or 1 (an infinite
+        or undefined μ) are left out, so the result can be empty.
+    mu : ndarray
+        Their μ, one per kept test (negative where the test is worse than guessing).
+
+    Raises
+    ------
+    ValueError
+        If ``alpha``, ``beta`` or ``at`` is empty, not 1-D, holds NaN or inf, or holds a rate
+        outside [0, 1], or if ``alpha`` and ``beta`` differ in shape.
+    """
+    from scipy.special import ndtri
+
+    a = _as_rates(alpha, "alpha")
+    b = _as_rates(beta, "beta")
+    if a.shape != b.shape:
+        raise ValueError(f"alpha and beta must have the same shape (one test each), got {a.shape} and {b.shape}")
+    order = np.lexsort((b, -a))                       # α decreasing, ties by β increasing
+    a, b = a[order], b[order]
+    if at is None:
+        idx = np.arange(a.size)
+    else:
+        fpr = _as_rates(_at_least_1d(at), "at")
+        idx = np.unique(np.searchsorted(-a, -fpr, side="left"))      # the first test with α ≤ each rate
+        idx = idx[idx < a.size]
+    a, b = a[idx], b[idx]
+    keep = (a > 0) & (a < 1) & (b > 0) & (b < 1)
+    return a[keep], ndtri(1.0 - b[keep]) - ndtri(a[keep])
+
+
+def accountant_tradeoff(event, alpha, *, steps: int = 1, epsilons=81, value_discretization_interval=1e-3):
+    """The trade-off curve the PLD accountant certifies for ``event``: the envelope of its (ε, δ(ε)) curves.
+
+    Source: Dong, Roth & Su (2022), Prop. 2.12 (a mechanism that is (ε, δ(ε))-DP for every ε
+    is f-DP with f the upper envelope of the ``f_{ε,δ(ε)}``), with δ(ε) from the lab's
+    :class:`~dpclip_lab.accountants.PLDAccountant` (Zhu, Dong & Wang 2022, Prop. 30).
+
+    Every pair (ε, δ(ε)) the accountant reports is a valid DP guarantee, so the true
+    trade-off curve f of the mechanism lies above each
+
+        f_{ε,δ}(α) = max(0, 1 − δ − e^ε α, e^{−ε} (1 − δ − α)),
+
+    and above their pointwise maximum over the ε of a grid, which is returned. **The result
+    never lies above the true curve** (a curve above it would understate the privacy loss):
+    the PLD accountant's δ(ε) is an upper bound (it rounds towards larger δ), and a finite
+    grid of ε only lowers the envelope. It lies below the true curve by the discretization:
+    the spacing of the ε grid (the tests between two grid points are bounded by the
+    nearer pair) and the accountant's grid ``value_discretization_interval`` (on the
+    Gaussian mechanism with μ ≤ 2, within 0.01 of ``G_μ`` on the default grid: tested).
+    No test of any attack can beat it, so an audit's trade-off curve lies on or above it
+    up to sampling error, and its area is at most this curve's.
+
+    Parameters
+    ----------
+    event : DpEvent
+        A privacy event the PLD accountant composes (``GaussianEvent``, ``LaplaceEvent``,
+        ``PoissonSampledEvent`` of either, compositions of them; see
+        :class:`~dpclip_lab.accountants.PLDAccountant`), e.g. a lab run's ``dp_event()``.
+    alpha : float or 1-D array
+        False-positive rates in [0, 1] at which to evaluate the curve.
+    steps : int
+        The event is composed ``steps`` ≥ 1 times.
+    epsilons : int or 1-D array
+        The ε grid: an int ≥ 2 is that many ε evenly spaced on ``[0, 3 ε(10⁻⁵) + 2]``, with
+        ε(10⁻⁵) the accountant's own; or the ε values themselves (finite, ≥ 0).
+    value_discretization_interval : float
+        The PLD accountant's grid spacing of the privacy loss (> 0).
+
+    Returns
+    -------
+    ndarray
+        The certified false-negative rate f(α) at each ``alpha``, in [0, 1] (1-D, one per α).
+
+    Raises
+    ------
+    ValueError
+        If ``alpha`` is empty, not 1-D, holds NaN or inf or a rate outside [0, 1]; if
+        ``steps`` < 1; if ``epsilons`` is an int < 2 or holds a negative, NaN or inf ε; if
+        the PLD accountant does not support ``event``.
+    """
+    from .accountants.pld import PLDAccountant
+
+    a = _as_rates(_at_least_1d(alpha), "alpha")
+    steps = check_int(steps, "steps", minimum=1)
+    h = check_positive(value_discretization_interval, "value_discretization_interval")
+    acc = PLDAccountant(value_discretization_interval=h).compose(event, steps)
+    if isinstance(epsilons, (int, np.integer)) and not isinstance(epsilons, bool):
+        k = check_int(epsilons, "epsilons", minimum=2)
+        top = acc.get_epsilon(1e-5)
+        eps = np.linspace(0.0, 3.0 * top + 2.0 if math.isfinite(top) else 50.0, k)
+    else:
+        eps = _as_scores(epsilons, "epsilons")
+        if eps.min() < 0:
+            raise ValueError(f"epsilons must be ≥ 0 (finite), got {eps.min()!r}")
+    d = np.array([acc.get_delta(float(e)) for e in eps])
+    f = np.maximum(1.0 - d - np.exp(eps) * a[:, None], np.exp(-eps) * (1.0 - d - a[:, None]))
+    return np.clip(f.max(axis=1), 0.0, 1.0)
+
+
+def gdp_mu_for_epsilon(epsilon, delta) -> float:
+    """The μ of the μ-GDP mechanism whose ε at ``delta`` is ``epsilon``: the inverse of μ ↦ ε(δ).
+
+    Source: Dong, Roth & Su (2022), Cor. 2.13 (ε(δ) of μ-GDP is that of the Gaussian
+    mechanism with σ = 1/μ), inverted with the analytic Gaussian mechanism of Balle & Wang
+    (2018), Alg. 1 (:func:`dpclip_lab.accountants.analytic_gaussian_sigma`).
+
+    ``μ = 1 / σ(ε, δ)``, σ the smallest noise for which the Gaussian mechanism with
+    sensitivity 1 is (ε, δ)-DP. σ is rounded up, so μ is rounded down: μ-GDP is (ε, δ)-DP.
+    The inverse of :meth:`GDPEstimate.epsilon` (round trip to float precision: tested).
+
+    Parameters
+    ----------
+    epsilon : float
+        ε in (0, inf).
+    delta : float
+        δ in (0, 1).
+
+    Returns
+    -------
+    float
+        μ > 0.
+
+    Raises
+    ------
+    ValueError
+        If ``epsilon`` is not in (0, inf) or ``delta`` not in (0, 1) (NaN included).
+    """
+    from .accountants.gaussian import analytic_gaussian_sigma
+
+    epsilon = check_positive(epsilon, "epsilon")
+    delta = check_open_unit(delta, "delta")
+    return 1.0 / float(analytic_gaussian_sigma(epsilon, delta))
 
 
 # =========================================================================== canary audits

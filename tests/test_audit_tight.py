@@ -368,3 +368,114 @@ def test_bad_types_are_type_errors():
         A.one_run_ceiling(2.5, delta=1e-5)
     with pytest.raises(TypeError, match="delta"):
         A.epsilon_lower_bound(GOOD, GOOD, delta="1e-5", method="fdp")
+
+
+# ------------------------------------------------------------------- the accountant's curve, the μ view
+def exact_gaussian_tradeoff(mu, alpha):
+    """G_μ(α) = Φ(Φ⁻¹(1 − α) − μ): the trade-off curve of N(μ, 1) against N(0, 1)."""
+    return norm.cdf(norm.ppf(1.0 - alpha) - mu)
+
+
+RATES = np.unique(np.concatenate([np.geomspace(1e-9, 1e-3, 40), np.linspace(1e-3, 1.0, 120)]))
+
+
+@pytest.mark.parametrize("mu, steps", [(0.5, 1), (1.0, 1), (2.0, 1), (1.0, 4)])
+def test_accountant_tradeoff_is_the_gaussian_curve_and_never_above_it(mu, steps):
+    """On the Gaussian mechanism (T steps at z = √T/μ: exactly μ-GDP) the envelope of the PLD
+    accountant's (ε, δ(ε)) curves is G_μ up to the discretization, and never above it."""
+    from dpclip_lab.accountants import GaussianEvent
+
+    f = A.accountant_tradeoff(GaussianEvent(math.sqrt(steps) / mu), RATES, steps=steps)
+    G = exact_gaussian_tradeoff(mu, RATES)
+    assert f.shape == RATES.shape and np.all((f >= 0) & (f <= 1))
+    assert np.all(f <= G + 1e-9), f"above the true curve by {np.max(f - G):.2e}"   # never an understatement
+    assert np.max(G - f) < 0.01, f"below the true curve by {np.max(G - f):.3g} (discretization)"
+    # the Gaussian μ view of the certified curve is flat at μ (where the curve is resolved)
+    a, m = A.gaussian_mu_of_tests(RATES, f, at=[1e-4, 1e-2, 0.3])
+    assert np.allclose(m, mu, atol=0.06)
+
+
+def test_accountant_tradeoff_of_a_subsampled_event_lies_above_its_unsampled_curve():
+    """Subsampling only helps: the Poisson-subsampled event's certified curve lies above the curve of
+    the same Gaussian without subsampling; and fewer ε (a sub-grid) only lower the envelope."""
+    from dpclip_lab.accountants import GaussianEvent, PoissonSampledEvent
+
+    full = A.accountant_tradeoff(GaussianEvent(2.0), RATES, steps=4)
+    sub = A.accountant_tradeoff(PoissonSampledEvent(0.5, GaussianEvent(2.0)), RATES, steps=4)
+    assert np.all(sub >= full - 1e-9)
+    grid = np.linspace(0.0, 12.0, 121)
+    fine = A.accountant_tradeoff(GaussianEvent(2.0), RATES, steps=4, epsilons=grid)
+    coarse = A.accountant_tradeoff(GaussianEvent(2.0), RATES, steps=4, epsilons=grid[::10])
+    assert np.all(coarse <= fine + 1e-12) and np.any(coarse < fine - 1e-3)
+
+
+def test_gaussian_mu_of_tests_reads_mu_off_a_gaussian_curve():
+    for mu in (0.3, 1.0, 2.5):
+        a, m = A.gaussian_mu_of_tests(RATES, exact_gaussian_tradeoff(mu, RATES))
+        assert a.size > 100 and np.allclose(m, mu, atol=1e-6)
+    # at = rates: the test with the largest α not above each rate, each test once
+    alpha = np.array([0.9, 0.5, 0.2, 0.05])
+    beta = exact_gaussian_tradeoff(1.0, alpha)
+    a, m = A.gaussian_mu_of_tests(alpha, beta, at=[0.6, 0.5, 0.1, 0.01])
+    assert a.tolist() == [0.5, 0.05] and np.allclose(m, 1.0)
+    # order does not matter; degenerate tests (α or β at 0 or 1) are left out
+    a2, m2 = A.gaussian_mu_of_tests(np.r_[alpha[::-1], 0.0, 1.0], np.r_[beta[::-1], 1.0, 0.0])
+    assert np.allclose(a2, alpha) and np.allclose(m2, 1.0)
+    # on an audit's empirical curve (what tradeoff_curve returns)
+    g = np.random.default_rng(0)
+    a3, m3 = A.gaussian_mu_of_tests(*A.tradeoff_curve(g.normal(1.0, 1.0, 4000), g.normal(0.0, 1.0, 4000)),
+                                    at=[0.3, 0.1])
+    assert np.allclose(m3, 1.0, atol=0.15)
+
+
+@pytest.mark.parametrize("delta", [1e-5, 1e-2])
+def test_gdp_mu_for_epsilon_inverts_the_gaussian_epsilon(delta):
+    for mu in (0.05, 0.5, 1.0, 3.0, 10.0):
+        eps = analytic_gaussian_epsilon(1.0 / mu, delta)
+        back = A.gdp_mu_for_epsilon(eps, delta)
+        assert back == pytest.approx(mu, rel=1e-9)
+        assert back <= mu * (1 + 1e-12)                       # rounded down: μ-GDP is (ε, δ)-DP
+    est = A.gdp_estimate(*gaussian_scores(np.random.default_rng(1), 1.0, 500))
+    assert A.gdp_mu_for_epsilon(est.epsilon(delta), delta) == pytest.approx(est.mu, rel=1e-9)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: A.gaussian_mu_of_tests([], []), "alpha"),
+    (lambda: A.gaussian_mu_of_tests([0.1, math.nan], [0.5, 0.4]), "alpha"),
+    (lambda: A.gaussian_mu_of_tests([0.1, 1.5], [0.5, 0.4]), r"alpha must hold error rates in \[0, 1\]"),
+    (lambda: A.gaussian_mu_of_tests([0.1, -0.1], [0.5, 0.4]), r"alpha.*\[0, 1\]"),
+    (lambda: A.gaussian_mu_of_tests([0.1, 0.2], [0.5, 1.2]), r"beta.*\[0, 1\]"),
+    (lambda: A.gaussian_mu_of_tests([0.1, 0.2], [0.5]), "alpha and beta must have the same shape"),
+    (lambda: A.gaussian_mu_of_tests([[0.1, 0.2]], [[0.5, 0.4]]), "alpha must be a non-empty 1-D"),
+    (lambda: A.gaussian_mu_of_tests([0.1, 0.2], [0.5, 0.4], at=[2.0]), r"at.*\[0, 1\]"),
+    (lambda: A.gaussian_mu_of_tests([0.1, 0.2], [0.5, 0.4], at=[]), "at"),
+    (lambda: A.accountant_tradeoff(_gauss(), [0.1, math.nan]), "alpha"),
+    (lambda: A.accountant_tradeoff(_gauss(), []), "alpha"),
+    (lambda: A.accountant_tradeoff(_gauss(), [1.5]), r"alpha.*\[0, 1\]"),
+    (lambda: A.accountant_tradeoff(_gauss(), [0.1], steps=0), "steps"),
+    (lambda: A.accountant_tradeoff(_gauss(), [0.1], epsilons=1), "epsilons"),
+    (lambda: A.accountant_tradeoff(_gauss(), [0.1], epsilons=[-1.0, 1.0]), "epsilons"),
+    (lambda: A.accountant_tradeoff(_gauss(), [0.1], value_discretization_interval=0.0),
+     "value_discretization_interval"),
+    (lambda: A.gdp_mu_for_epsilon(0.0, 1e-5), r"epsilon must lie in \(0, inf\)"),
+    (lambda: A.gdp_mu_for_epsilon(math.nan, 1e-5), "epsilon"),
+    (lambda: A.gdp_mu_for_epsilon(1.0, 1.0), r"delta must lie in \(0, 1\)"),
+    (lambda: A.gdp_mu_for_epsilon(1.0, math.nan), "delta"),
+])
+def test_tight_audit_helpers_reject_bad_input(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def _gauss():
+    from dpclip_lab.accountants import GaussianEvent
+    return GaussianEvent(1.0)
+
+
+def test_accountant_tradeoff_rejects_an_event_the_pld_accountant_cannot_compose():
+    from dpclip_lab.accountants import GaussianEvent, SampledWithoutReplacementEvent
+
+    with pytest.raises(ValueError):
+        A.accountant_tradeoff(SampledWithoutReplacementEvent(100, 10, GaussianEvent(1.0)), [0.1])
+    with pytest.raises(TypeError, match="alpha"):
+        A.accountant_tradeoff(GaussianEvent(1.0), "0.1")

@@ -2034,3 +2034,32 @@ def test_tight_audit(shift, m, delta):
     raises_naming(lambda: AU.gdp_estimate(s_in[:1], s_out), "scores_in")
     raises_naming(lambda: AU.tradeoff_curve(s_in, np.full(3, NAN)), "scores_out")
     raises_naming(lambda: AU.epsilon_lower_bound(s_in, s_out, delta=delta, method="x"), "method")
+
+
+@SLOW
+@covers(AU.accountant_tradeoff, AU.gaussian_mu_of_tests, AU.gdp_mu_for_epsilon)
+@given(mu=st.floats(0.1, 3.0), steps=st.integers(1, 4), delta=st.sampled_from([1e-5, 0.01]))
+def test_tight_audit_accountant_views(mu, steps, delta):
+    from scipy.special import ndtr, ndtri
+
+    rates = np.unique(np.r_[np.geomspace(1e-8, 1e-3, 10), np.linspace(1e-3, 1.0, 30)])
+    f = AU.accountant_tradeoff(A.GaussianEvent(math.sqrt(steps) / mu), rates, steps=steps)
+    G = ndtr(ndtri(1.0 - rates) - mu)
+    assert f.shape == rates.shape and np.all(np.isfinite(f)) and np.all((f >= 0) & (f <= 1))
+    assert np.all(f <= G + 1e-9), "the certified curve lies above the true one"
+    a, m = AU.gaussian_mu_of_tests(rates, G)
+    assert a.shape == m.shape and np.allclose(m, mu, atol=1e-6)
+    eps = finite_float(A.analytic_gaussian_epsilon(1.0 / mu, delta))
+    if eps > 0:
+        assert abs(finite_float(AU.gdp_mu_for_epsilon(eps, delta)) / mu - 1) < 1e-9
+    for bad in ([0.1, NAN], [1.5], [], [[0.1]]):
+        raises_naming(lambda: AU.accountant_tradeoff(A.GaussianEvent(1.0), bad), "alpha")
+        raises_naming(lambda: AU.gaussian_mu_of_tests(bad, bad), "alpha")
+    raises_naming(lambda: AU.gaussian_mu_of_tests([0.1, 0.2], [0.5]), "alpha")
+    raises_naming(lambda: AU.gaussian_mu_of_tests([0.1], [0.5], at=[NAN]), "at")
+    for bad in (0, -1, 2.5, NAN):
+        raises_naming(lambda: AU.accountant_tradeoff(A.GaussianEvent(1.0), [0.1], steps=bad), "steps")
+    for bad in (0.0, -1.0, NAN, INF, "1"):
+        raises_naming(lambda: AU.gdp_mu_for_epsilon(bad, delta), "epsilon")
+    for bad in (0.0, 1.0, NAN, None):
+        raises_naming(lambda: AU.gdp_mu_for_epsilon(1.0, bad), "delta")
