@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import importlib.util
 import json
 import os
 import re
@@ -647,6 +648,25 @@ def test_the_table_number_check_can_fail():
     assert found == ["3.65e+03", "1.5e-09", "1e+06"], found
 
 
+#: A MyST role or directive that reached the page as text: the parser did not take it (e.g. a
+#: backtick fence whose title holds backticks — CommonMark forbids them in a backtick info string).
+RAW_MYST = re.compile(r"\{(?:prf:[\w-]+|cite(?::\w+)?|glue(?::\w+)?|doc|ref|numref|eq|func|class|mod|meth|attr|"
+                      r"admonition|note|tip|hint|warning|dropdown|math|figure|code-cell)\}")
+
+
+def test_no_raw_myst_markup_on_a_page(built_book):
+    """No page shows a role or directive as text, e.g. '```{prf:theorem} Song et al., Theorem 3.3' (#28)."""
+    bad = [f"{page.relative_to(built_book)}: ...{text[max(0, m.start() - 40):m.end() + 60]}..."
+           for page in sorted(built_book.rglob("book/**/*.html"))
+           for text in [_prose(page.read_text(errors="replace"))] for m in RAW_MYST.finditer(text)]
+    assert not bad, "MyST markup shown as text:\n" + "\n".join(bad[:20])
+
+
+def test_the_raw_markup_check_can_fail():
+    page = "<p>```{prf:theorem} {cite:t}`song2021evading`, Theorem 3.3</p><pre>{glue:text}`x` in code</pre>"
+    assert [m.group(0) for m in RAW_MYST.finditer(_prose(page))] == ["{prf:theorem}", "{cite:t}"]
+
+
 def test_the_sentence_checks_can_fail():
     found = {what for what, p in BAD_SENTENCES.items()
              for text in ("the left side is at most 0.0e+00 — no", "sits 1e+09 times or more below",
@@ -660,6 +680,65 @@ def test_the_sentence_checks_can_fail():
     # a formula that starts a sentence is a word of it, not a gap
     clean_math = _prose(r"<p>The audit meets the accountant.</p><p>\(qT = 1\) is not Gaussian.</p>")
     assert "accountant. MATH is" in clean_math and not any(p.search(clean_math) for p in BAD_SENTENCES.values())
+
+
+# --------------------------------------------------------------------------- Binder's numbers (#32 item 4)
+
+#: Glued values that measure this machine (seconds), not results of the book: never compared.
+MEASURED_GLUE = {"book/beyond/taking_it_to_your_model": {"launch_s", "one_s"}}
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻", "0123456789-")
+
+
+def _as_number(text: str) -> tuple[float, float] | None:
+    """A printed number and the unit of its last digit ("6,794" -> (6794, 1); "3.65 × 10³" -> (3650, 10)), or None."""
+    t = text.strip().replace(",", "").replace("−", "-").rstrip("%").strip()
+    m = re.fullmatch(r"(-?\d+(?:\.(\d+))?)(?:\s*×\s*10([⁰¹²³⁴⁵⁶⁷⁸⁹⁻]+))?", t)
+    if not m:
+        return None
+    exponent = int(m.group(3).translate(_SUPERSCRIPTS)) if m.group(3) else 0
+    return float(m.group(1)) * 10.0 ** exponent, 10.0 ** (exponent - len(m.group(2) or ""))
+
+
+def stale_numbers(built: dict, committed: dict, measured=MEASURED_GLUE) -> list[str]:
+    """Numbers a build printed that the committed file lacks or holds differently (beyond 2 % and a
+    unit of the last digit: a last digit that flips between machines is not staleness)."""
+    bad = []
+    for doc, numbers in built.items():
+        for key, value in numbers.items():
+            if key.split(":")[0] in measured.get(doc, ()):
+                continue
+            saved = committed.get(doc, {}).get(key)
+            a, b = _as_number(value), _as_number(saved) if saved is not None else None
+            same = saved == value or (a is not None and b is not None
+                                      and abs(a[0] - b[0]) <= 0.02 * max(abs(a[0]), abs(b[0])) + max(a[1], b[1]))
+            if not same:
+                bad.append(f"{doc}: {key} = {value!r} in the build, {saved!r} committed")
+    return bad
+
+
+def test_committed_numbers_are_the_builds(built_book):
+    """Binder builds no book: its reader copies take their numbers from the committed
+    ``book/glued_numbers.json``. Every number this build printed must be in the committed file (the
+    one in git's HEAD, not the copy the build just rewrote), with the same value."""
+    spec = importlib.util.spec_from_file_location("dpclip_reader_copies", ROOT / "_ext" / "reader_copies.py")
+    rc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rc)
+    shown = subprocess.run(["git", "show", "HEAD:book/glued_numbers.json"], cwd=ROOT, capture_output=True, text=True)
+    if shown.returncode != 0:
+        pytest.skip("not a git checkout with a commit: nothing committed to compare")
+    built = rc.build_numbers(ROOT / "_build" / "jupyter_execute", rc.toc_notebooks(ROOT), ROOT)
+    assert built, "the build glued no number"
+    stale = stale_numbers(built, json.loads(shown.stdout))
+    assert not stale, ("book/glued_numbers.json in the last commit is not this build's: commit the file the "
+                       "build rewrote\n" + "\n".join(stale[:20]))
+
+
+def test_the_stale_number_check_can_fail():
+    built = {"a": {"x:.2f": "0.51", "y": "6,794", "z:.3g": "3.65 × 10³", "w": "yes", "launch_s:.0f": "9"}}
+    assert stale_numbers(built, {"a": {"x:.2f": "0.52", "y": "6,794", "z:.3g": "3.66 × 10³", "w": "yes",
+                                       "launch_s:.0f": "3"}}, {"a": {"launch_s"}}) == []
+    found = stale_numbers(built, {"a": {"x:.2f": "0.61", "z:.3g": "3.65 × 10⁴", "w": "no"}}, {"a": {"launch_s"}})
+    assert [f.split(":")[1].split("=")[0].strip() for f in found] == ["x", "y", "z", "w"], found
 
 
 # --------------------------------------------------------------------------- no dead controls
