@@ -13,13 +13,14 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.dpclip-installed
 
-.PHONY: help book test venv clean assignments course
+.PHONY: help book test venv clean assignments course reader
 
 help:
 	@echo "make book   build the HTML book into _build/html (creates .venv/ if missing)"
 	@echo "make test   run all tests, including the book build and the browser check"
 	@echo "make assignments  student + autograder copies of the exercises in _build/assignments"
 	@echo "make course  the course edition for instructors in _build/course: site/ (no solutions), student/, autograder/"
+	@echo "make reader  the chapters as a reader opens them in Jupyter (what Binder shows) in reader/"
 	@echo "make clean  remove _build/"
 
 # PyTorch: the CPU build by default. PyPI's Linux torch wheel is the CUDA build (several GB of GPU
@@ -74,6 +75,10 @@ assignments: $(STAMP)
 # the last `make book` executed (_build/jupyter_execute) where they are unchanged.
 course: $(STAMP)
 	$(BIN)/python tools/assign.py --course _build/course
+
+# The reader copies (tools/reader.py; README, "Jupyter, locally"): what Binder's postBuild writes.
+reader: $(STAMP)
+	$(BIN)/python tools/reader.py --out reader
 
 clean:
 	rm -rf _build

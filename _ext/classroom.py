@@ -9,8 +9,8 @@ notebook with a ``# ASSIGNMENT CONFIG`` raw cell (an otter *master*, see
   visible), and strips otter's markers (``# BEGIN SOLUTION``, ``# END SOLUTION``,
   ``# SOLUTION``, prompt blocks) from the code a reader sees;
 * after the build, runs ``otter assign`` (offline, ``--no-run-tests``) and
-  replaces the page's download (``_sources/<chapter>.ipynb``, which Sphinx copies
-  from the master) with the **student** copy; puts the student copy under
+  makes the page's download (``_sources/<chapter>.ipynb``, which Sphinx copies
+  from the master) the **student** copy (as a reader copy, below); puts it under
   ``_assignments/`` and links it from the chapter's Exercises section. The
   **autograder zip** (every test, hidden ones included) never goes into the site:
   instructors get it from the course edition (``make course``, README "Classroom");
@@ -22,10 +22,14 @@ notebook with a ``# ASSIGNMENT CONFIG`` raw cell (an otter *master*, see
   page in either edition (their cells are tagged ``remove-cell``). Only Markdown is
   removed from the source and code cells keep their metadata, so the jupyter-cache
   key of a chapter is the same as the book's: a cached execution serves both;
-* writes the numbers of the book's prose into the student copy: each
-  ``{glue:text}`key:fmt``` (and ``{glue}`key```) becomes the value the build
-  computed, as plain text. JupyterLab — even with ``jupyterlab-myst`` — does not
-  render glue roles, so a student would otherwise read raw markup.
+* makes the page's download of **every** notebook chapter its **reader copy**
+  (``_ext/reader_copies.py``): the student copy of a master, the notebook without
+  outputs otherwise, with the numbers of the build written into the prose (each
+  ``{glue:text}`key:fmt``` becomes the value the build computed), citations as the
+  author-year text the page shows plus a References cell, ``{doc}``/``{prf:ref}``/
+  ``{func}`` ... as readable text. JupyterLab — even with ``jupyterlab-myst`` — renders
+  none of these roles, so a reader would otherwise read raw markup. The classroom copies
+  (``_assignments/``, the course edition's student notebooks) get the same rendering.
 
 A solution cell is a code cell whose ``mystnb.code_prompt_show`` mentions
 "solution" (the book's convention: "Show a solution"), or any code cell between
@@ -57,6 +61,9 @@ ASSIGNMENTS_DIR = "_assignments"
 MARKER_LINE = re.compile(r"^\s*#\s*(BEGIN|END)\s+(SOLUTION|PROMPT)\b.*$")
 TRAILING_SOLUTION = re.compile(r"\s*#\s*SOLUTION\s*$")
 CLASSROOM_CLASS = "dpclip-classroom"
+#: Written next to the site (``_build/reader-copies.json``) when the build has written every reader
+#: copy, removed when a build starts: tests read the downloads of a *complete* build only.
+READER_MANIFEST = "reader-copies.json"
 #: The environment variable that picks the edition: ``book`` (default) or ``course``.
 EDITION_ENV = "DPCLIP_EDITION"
 EDITIONS = ("book", "course")
@@ -170,28 +177,23 @@ def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict, 
     context["body"] = body[:m.end()] + box + body[m.end():] if m else body + box
 
 
-_GLUE_ROLE = re.compile(r"\{glue(?::text|:md)?\}`([^`:]+)(?::([^`]*))?`")
+def _reader_copies():
+    """``_ext/reader_copies.py`` (beside this file): the chapters as a reader opens them in Jupyter."""
+    import sys
 
-
-def _glue_value(output: dict, fmt: str) -> str | None:
-    text = (output.get("data") or {}).get("text/plain")
-    if text is None:
-        return None
-    try:
-        from myst_nb.core.variables import format_plain_text
-
-        return format_plain_text(text, fmt or "")
-    except (ValueError, TypeError):
-        return None
+    mod = sys.modules.get("dpclip_reader_copies")
+    if mod is None:
+        spec = importlib.util.spec_from_file_location("dpclip_reader_copies",
+                                                      Path(__file__).with_name("reader_copies.py"))
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["dpclip_reader_copies"] = mod
+        spec.loader.exec_module(mod)
+    return mod
 
 
 def render_glue(source: str, glue: dict) -> str:
     """Replace glue roles in Markdown by the glued values (left alone when unknown)."""
-    def repl(m):
-        out = glue.get(m.group(1))
-        value = _glue_value(out, m.group(2) or "") if out else None
-        return value if value is not None else m.group(0)
-    return _GLUE_ROLE.sub(repl, source)
+    return _reader_copies().render_glue(source, glue)
 
 
 def _glue_student_copy(student: Path, glue_json: Path) -> None:
@@ -209,15 +211,71 @@ def _glue_student_copy(student: Path, glue_json: Path) -> None:
     nbformat.write(nb, student)
 
 
+def _bibliography(app: Sphinx):
+    """The book's bibliography as sphinxcontrib-bibtex formats it (None without one)."""
+    files = [Path(app.srcdir) / f for f in (getattr(app.config, "bibtex_bibfiles", None) or [])]
+    if not files:
+        return None
+    return _reader_copies().bibliography(
+        tuple(str(f) for f in files), getattr(app.config, "bibtex_default_style", "alpha") or "alpha",
+        getattr(app.config, "bibtex_reference_style", "label") or "label")
+
+
+def _write_reader_copies(app: Sphinx, students: dict[str, Path]) -> None:
+    """The page's download (``_sources/<docname>.ipynb``) of every notebook chapter is its
+    reader copy (``_ext/reader_copies.py``); a master's classroom copies (``_assignments/``, the
+    student notebook the course edition hands out) get the same rendering, without links to
+    other chapters (they sit in a folder of their own)."""
+    import hashlib
+    import json
+
+    import nbformat
+
+    rc = _reader_copies()
+    outdir = Path(app.outdir)
+    written = {}
+    folder = Path(app.env.mystnb_config.output_folder)
+    docs = sorted(d for d in app.env.found_docs if Path(app.env.doc2path(d)).suffix == ".ipynb")
+    index = rc.BookIndex.from_files(Path(app.srcdir), sorted(app.env.found_docs))
+    bib = _bibliography(app)
+    for docname in docs:
+        source = students.get(docname) or Path(app.env.doc2path(docname))
+        glue_json = folder.joinpath(*docname.split("/")[:-1]) / f"{Path(docname).name}.glue.json"
+        glue = json.loads(glue_json.read_text()) if glue_json.is_file() else {}
+        lookup = rc.glue_lookup(glue)   # the numbers of this build
+        nb = nbformat.read(source, as_version=4)
+        reader = rc.reader_notebook(nb, docname, lookup=lookup, bib=bib, index=index)
+        if reader.unresolved_glue:
+            LOG.warning(f"{docname}: no number for the glue roles {reader.unresolved_glue[:5]} in the "
+                        "reader copy", type="dpclip", subtype="reader_copy")
+        targets = list((outdir / "_sources").glob(f"{docname}.ipynb*")) or [outdir / "_sources" / f"{docname}.ipynb"]
+        rc.write_notebook(reader.notebook, *targets)
+        written[docname] = {str(t.relative_to(outdir)): hashlib.sha256(t.read_bytes()).hexdigest() for t in targets}
+        if docname in students:
+            flat = rc.reader_notebook(nb, docname, lookup=lookup, bib=bib, index=index, links=False).notebook
+            stem = Path(docname).name
+            rc.write_notebook(flat, students[docname], outdir / ASSIGNMENTS_DIR / stem / f"{stem}.ipynb")
+    # Binder builds no book: its reader copies (tools/reader.py) take the numbers saved here
+    numbers = Path(app.srcdir) / rc.NUMBERS_FILE.relative_to(rc.ROOT)
+    if app.config.dpclip_edition == "book" and numbers.parent.is_dir():
+        notebooks = [Path(app.env.doc2path(d)) for d in docs]
+        if rc.save_numbers(folder, notebooks, numbers, root=Path(app.srcdir)):
+            LOG.info(f"{numbers.relative_to(app.srcdir)}: the numbers of this build saved for Binder (commit it)")
+    (outdir.parent / READER_MANIFEST).write_text(json.dumps({"downloads": written}, indent=1) + "\n")
+
+
+def _builder_inited(app: Sphinx) -> None:
+    (Path(app.outdir).parent / READER_MANIFEST).unlink(missing_ok=True)   # a build is running
+
+
 def _build_finished(app: Sphinx, exception) -> None:
     if exception is not None or app.builder.format != "html":
         return
     masters = {d: p for d, p in _masters(app).items() if d in app.env.found_docs}
-    if not masters:
-        return
-    tool = _assign_tool()
     outdir = Path(app.outdir)
     work = Path(app.outdir).parent / "assignments"
+    students = {}
+    tool = _assign_tool() if masters else None
     for docname, master in sorted(masters.items()):
         LOG.info(f"classroom copies: otter assign {master.name}")
         result = tool.assign(master, work)
@@ -229,10 +287,9 @@ def _build_finished(app: Sphinx, exception) -> None:
         student = result / "student" / master.name
         folder = Path(app.env.mystnb_config.output_folder)
         _glue_student_copy(student, folder.joinpath(*docname.split("/")[:-1]) / f"{Path(docname).name}.glue.json")
-        shutil.copyfile(student, dest / master.name)   # the autograder zip stays out of the site
-        # the page's download button serves _sources/<docname>.ipynb: make it the student copy
-        for source in (outdir / "_sources").glob(f"{docname}.ipynb*"):
-            shutil.copyfile(student, source)
+        students[docname] = student   # the autograder zip stays out of the site
+    # the page's download button serves _sources/<docname>.ipynb: the reader copy, never the master
+    _write_reader_copies(app, students)
 
 
 def course_notebook(text: str, master: Path) -> str:
@@ -268,5 +325,6 @@ def setup(app: Sphinx):
     app.add_post_transform(FoldSolutions)
     app.connect("source-read", _source_read)
     app.connect("html-page-context", _page_context, priority=900)
+    app.connect("builder-inited", _builder_inited)
     app.connect("build-finished", _build_finished)
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}

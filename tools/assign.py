@@ -322,14 +322,18 @@ def declare_answers(nb_path: Path, master: Path) -> int:
     return added
 
 
-def assign(master: Path, out: Path = DEFAULT_OUT, *, check: bool = False, glue_json: Path | None = None) -> Path:
+def assign(master: Path, out: Path = DEFAULT_OUT, *, check: bool = False, glue_json: Path | None = None,
+           warn_glue: bool = True, autograder: bool = True) -> Path:
     """Run ``otter assign`` on one master; return ``out/<chapter>`` (with student/ and autograder/).
 
     ``check=True`` lets otter grade the solution notebook with every test (slow:
     it executes the chapter) and fail unless it scores 100%. The student copy gets the
     book's glued numbers as plain text (:func:`render_glue_into`) from ``glue_json``
     (default: the book build's, :func:`glue_json_for`); run ``make book`` first, or the
-    copy keeps ``{glue:text}`` roles and a warning says so.
+    copy keeps ``{glue:text}`` roles and a warning says so (``warn_glue=False``: no warning, for
+    ``tools/reader.py``, which takes the numbers from ``book/glued_numbers.json`` then).
+    ``autograder=False`` leaves otter's zip as it wrote it (``tools/reader.py`` needs only the
+    student copy, and skips building the lab's wheel for the zip).
     """
     master = Path(master).resolve()
     config = assignment_config(master)
@@ -362,10 +366,11 @@ def assign(master: Path, out: Path = DEFAULT_OUT, *, check: bool = False, glue_j
     # the worked answers stay in the master (the book folds them) and in the solution notebook
     drop_explanations(result / "student" / master.name, answer_explanations(master))
     declare_answers(result / "student" / master.name, master)
-    fix_autograder_zip(result, master)
+    if autograder:
+        fix_autograder_zip(result, master)
     left = render_glue_into(result / "student" / master.name,
                             glue_json if glue_json is not None else glue_json_for(master))
-    if left:
+    if left and warn_glue:
         print(f"warning: {left} glue roles left in the student copy of {master.name} "
               "(no book build to take the numbers from: run `make book` first)", file=sys.stderr)
     (result / "assign.log").write_text(log)
