@@ -26,7 +26,7 @@ def fmt(value: float, spec: str = ".3g") -> str:
     """
     if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
         raise TypeError(f"value must be a number, got {type(value).__name__}")
-    v = float(value)
+    v = value if isinstance(value, int) else float(value)   # an int keeps integer specs ("d")
     if spec == ".3g" and math.isfinite(v) and v == int(v) and abs(v) >= 1e4 and abs(v) < 1e15:
         out = f"{int(v):,}"
     else:
