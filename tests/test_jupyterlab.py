@@ -45,18 +45,11 @@ BUILD = ROOT / "_build"
 GLUE_DIR = BUILD / "jupyter_execute"
 
 
-def _load(name: str, path: Path):
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module
-
-
-rc = _load("dpclip_reader_copies", ROOT / "_ext" / "reader_copies.py")
-reader_tool = _load("dpclip_reader_tool", ROOT / "tools" / "reader.py")
+_spec = importlib.util.spec_from_file_location("dpclip_reader_tool", ROOT / "tools" / "reader.py")
+reader_tool = sys.modules.setdefault("dpclip_reader_tool", importlib.util.module_from_spec(_spec))
+if not hasattr(reader_tool, "rc"):
+    _spec.loader.exec_module(reader_tool)
+rc = reader_tool.rc        # _ext/reader_copies.py, as tools/reader.py loads it (its _load)
 TOC_NOTEBOOKS = rc.toc_notebooks(ROOT)
 #: The chapter opened in JupyterLab: the smallest master with glued numbers, both kinds of citation
 #: and a {doc} link.
@@ -297,7 +290,7 @@ def test_binder_opens_reader_copies():
     assert f"python tools/reader.py --out {rc.READER_DIR}" in lines
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     assert config["repository"]["path_to_book"] == rc.READER_DIR
-    offline = _load("dpclip_offline_assets_lab", ROOT / "_ext" / "offline_assets.py")
+    offline = reader_tool._load("dpclip_offline_assets_lab", ROOT / "_ext" / "offline_assets.py")
     url = offline.binder_tree_url({"repository_url": config["repository"]["url"],
                                    "launch_buttons": config["launch_buttons"],
                                    "repository_branch": config["repository"]["branch"],
