@@ -204,6 +204,20 @@ def bibliography(bibfiles: tuple[str, ...] = (str(ROOT / "references.bib"),), st
     return Bibliography([Path(p) for p in bibfiles], style, reference_style)
 
 
+def book_bibliography(root: Path = ROOT) -> Bibliography | None:
+    """The bibliography as the book's ``_config.yml`` sets it (bib files, style, reference style);
+    ``None`` when the book cites nothing."""
+    import yaml
+
+    config = yaml.safe_load((Path(root) / "_config.yml").read_text()) or {}
+    sphinx = (config.get("sphinx") or {}).get("config") or {}
+    files = tuple(str(Path(root) / f) for f in config.get("bibtex_bibfiles") or [])
+    if not files:
+        return None
+    return bibliography(files, sphinx.get("bibtex_default_style", "alpha"),
+                        sphinx.get("bibtex_reference_style", "label"))
+
+
 def render_cites(source: str, bib: Bibliography, cited: list | None = None) -> str:
     """Replace citation roles by their author-year text; append the cited keys to ``cited``.
 

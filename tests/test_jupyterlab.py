@@ -77,8 +77,7 @@ def _lookup(doc: str):
 
 @pytest.fixture(scope="module")
 def bib():
-    conf = reader_tool._book_config()
-    return rc.bibliography(conf["bibfiles"], conf["style"], conf["reference_style"])
+    return rc.book_bibliography(ROOT)
 
 
 @pytest.fixture(scope="module")
@@ -277,6 +276,27 @@ def test_tools_reader_writes_the_student_copy_with_numbers_and_references(reader
     assert r"Song et al. \[2020\]" in prose and r"\[Song et al., 2020\]" in prose
     assert nb.cells[-1].source.startswith(rc.REFERENCES_HEADING)
     assert "Shuang Song, Om Thakkar, and Abhradeep Thakurta" in nb.cells[-1].source
+
+
+def test_make_assignments_writes_citations_into_the_student_copy(tmp_path):
+    """``make assignments`` (``tools/assign.py``) renders a student copy's citations and references as
+    the course edition does: JupyterLab would show "Citation Not Found" for a ``{cite}`` role."""
+    _spec = importlib.util.spec_from_file_location("dpclip_assign_tool_jl", ROOT / "tools" / "assign.py")
+    assign_tool = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(assign_tool)
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("As {cite:t}`song2021evading` show, and {cite:p}`dwork2014algorithmic`; "
+                                      "see {doc}`../part1/huberization`."),
+        nbformat.v4.new_code_cell("x = ...")])
+    path = tmp_path / LAB_CHAPTER.name
+    nbformat.write(nb, path)
+    left = assign_tool.render_citations_into(path, LAB_CHAPTER)
+    out = nbformat.read(path, as_version=4)
+    prose = "\n".join(c.source for c in out.cells if c.cell_type == "markdown")
+    assert not left and not rc.leftover_markup(out), left
+    assert r"Song et al. \[2020\]" in prose and r"\[Dwork and Roth, 2014\]" in prose, prose
+    assert out.cells[-1].source.startswith(rc.REFERENCES_HEADING)
+    assert out.cells[1].source == "x = ..."   # code untouched
 
 
 def test_binder_opens_reader_copies():

@@ -629,6 +629,38 @@ def build_course(out: Path) -> Path:
     return out
 
 
+def render_citations_into(nb_path: Path, master: Path) -> list[str]:
+    """Write the book's citations and cross-references into the student copy ``nb_path`` as the
+    course edition's copies have them (``_ext/classroom.py``): JupyterLab shows "Citation Not
+    Found" for a ``{cite}`` role. Uses the reader copies' renderer (``_ext/reader_copies.py``,
+    without links to other chapters: the copy sits in a folder of its own). Returns the roles left."""
+    import nbformat
+
+    rc = _reader_copies()
+    docname = str(Path(master).resolve().relative_to(ROOT).with_suffix("")).replace("\\", "/")
+    glue_json = glue_json_for(master)
+    glue = json.loads(glue_json.read_text()) if glue_json.is_file() else {}
+    lookup = rc.glue_lookup(glue, rc.load_numbers().get(docname))
+    nb = nbformat.read(nb_path, as_version=4)
+    rendered = rc.reader_notebook(nb, docname, lookup=lookup, bib=rc.book_bibliography(ROOT),
+                                  index=rc.BookIndex.from_toc(ROOT), links=False).notebook
+    rc.write_notebook(rendered, Path(nb_path))
+    return rc.leftover_markup(rendered)
+
+
+def _reader_copies():
+    """``_ext/reader_copies.py`` (the renderer of the reader copies; it imports nothing of tools/)."""
+    import importlib.util
+
+    name = "dpclip_reader_copies"   # the name tools/reader.py gives it: one instance
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "_ext" / "reader_copies.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("notebooks", nargs="*", type=Path,
@@ -649,6 +681,9 @@ def main(argv: list[str] | None = None) -> int:
     summary = {}
     for master in masters:
         result = assign(master, args.out, check=args.check)
+        left = render_citations_into(result / "student" / Path(master).name, master)
+        if left:
+            print(f"warning: markup left in the student copy of {master}: {left[:5]}", file=sys.stderr)
         summary[str(Path(master).resolve().relative_to(ROOT))] = str(result.relative_to(ROOT)
                                                                    if result.is_relative_to(ROOT) else result)
         print(f"{master}: student and autograder copies in {result}")

@@ -50,16 +50,6 @@ def docname_of(path: Path) -> str:
     return str(Path(path).resolve().relative_to(ROOT).with_suffix("")).replace("\\", "/")
 
 
-def _book_config() -> dict:
-    import yaml
-
-    config = yaml.safe_load((ROOT / "_config.yml").read_text()) or {}
-    sphinx = (config.get("sphinx") or {}).get("config") or {}
-    return {"bibfiles": tuple(str(ROOT / f) for f in config.get("bibtex_bibfiles") or []),
-            "style": sphinx.get("bibtex_default_style", "alpha"),
-            "reference_style": sphinx.get("bibtex_reference_style", "label")}
-
-
 def write_reader_copies(notebooks: list[Path], out: Path, *, glue_dir: Path = GLUE_DIR,
                         numbers: Path = rc.NUMBERS_FILE, jobs: int | None = None) -> dict[str, dict]:
     """Write ``out/<docname>.ipynb`` for each chapter in ``notebooks``; return a report per chapter:
@@ -67,8 +57,7 @@ def write_reader_copies(notebooks: list[Path], out: Path, *, glue_dir: Path = GL
     import nbformat
 
     out = Path(out).resolve()
-    conf = _book_config()
-    bib = rc.bibliography(conf["bibfiles"], conf["style"], conf["reference_style"]) if conf["bibfiles"] else None
+    bib = rc.book_bibliography(ROOT)
     index = rc.BookIndex.from_toc(ROOT)
     saved = rc.load_numbers(numbers)
     notebooks = [Path(p).resolve() for p in notebooks]
