@@ -154,9 +154,7 @@ def _classroom_box(pathto, stem: str, edition: str = "book") -> str:
     student = pathto(f"{ASSIGNMENTS_DIR}/{stem}/{stem}.ipynb", 1)
     after = ("Your instructor grades the notebook you hand in with further tests."
              if edition == "course" else
-             "<b>Instructors:</b> <code>make course</code> builds a course edition of this book "
-             "without the solutions, and the autograder of every chapter (the introduction, "
-             "\"For instructors\", says how).")
+             "In this book each solution is folded under its exercise: try the exercise first.")
     return (
         f'<div class="admonition note {CLASSROOM_CLASS}">\n'
         '<p class="admonition-title">Doing the exercises</p>\n'

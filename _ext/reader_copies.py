@@ -92,7 +92,9 @@ def glue_value(output: dict, fmt: str) -> str | None:
     try:
         from myst_nb.core.variables import format_plain_text
 
-        return format_plain_text(text, fmt or "")
+        from dpclip_lab.numbers import readable
+
+        return readable(format_plain_text(text, fmt or ""))   # as _ext/readable_numbers.py prints it
     except (ValueError, TypeError):
         return None
 

@@ -72,10 +72,26 @@
         shape = document.createElementNS(ns, "polygon");
         var h = size / 1.6;
         shape.setAttribute("points", [14, 7 - h, 14 + h, 7, 14, 7 + h, 14 - h, 7].join(","));
-      } else if (/triangle|x|cross/.test(symbol)) {
+      } else if (/star/.test(symbol)) {
+        shape = document.createElementNS(ns, "polygon");
+        var pts = [], R = size / 1.3;
+        for (var k = 0; k < 10; k++) {
+          var rr = k % 2 ? R * 0.45 : R, ang = -Math.PI / 2 + k * Math.PI / 5;
+          pts.push((14 + rr * Math.cos(ang)).toFixed(2), (7 + rr * Math.sin(ang)).toFixed(2));
+        }
+        shape.setAttribute("points", pts.join(","));
+      } else if (/^(x|cross)/.test(symbol)) {      // plotly's x and cross: two bars
+        shape = document.createElementNS(ns, "path");
+        var c = size / 1.7, w = c / 2.6;
+        var bar = "M" + (14 - c) + "," + (7 - w) + "h" + 2 * c + "v" + 2 * w + "h" + (-2 * c) + "z" +
+                  "M" + (14 - w) + "," + (7 - c) + "h" + 2 * w + "v" + 2 * c + "h" + (-2 * w) + "z";
+        shape.setAttribute("d", bar);
+        if (/^x/.test(symbol)) shape.setAttribute("transform", "rotate(45 14 7)");
+      } else if (/triangle/.test(symbol)) {
         shape = document.createElementNS(ns, "polygon");
         var t = size / 1.6;
-        shape.setAttribute("points", [14, 7 - t, 14 + t, 7 + t, 14 - t, 7 + t].join(","));
+        var down = /down/.test(symbol);
+        shape.setAttribute("points", (down ? [14, 7 + t, 14 + t, 7 - t, 14 - t, 7 - t] : [14, 7 - t, 14 + t, 7 + t, 14 - t, 7 + t]).join(","));
       } else {
         shape = document.createElementNS(ns, "circle");
         shape.setAttribute("cx", "14"); shape.setAttribute("cy", "7"); shape.setAttribute("r", String(size / 2));
@@ -92,12 +108,14 @@
     var items = [], byGroup = {};
     gd._fullData.forEach(function (tr, i) {
       var key = tr.legendgroup ? "g:" + tr.legendgroup : "t:" + i;
-      if (byGroup[key]) { byGroup[key].indices.push(tr.index); return; }
-      if (tr.showlegend === false || !tr.name) {
+      var named = tr.showlegend !== false && !!tr.name, group = byGroup[key];
+      // a group's unnamed traces (a band's edges) may come before its named one (the band's mean)
+      if (group && (!group.pending || !named)) { group.indices.push(tr.index); return; }
+      if (!named) {
         if (tr.legendgroup) byGroup[key] = {indices: [tr.index], trace: null, pending: true};
         return;
       }
-      var item = byGroup[key] && byGroup[key].pending ? byGroup[key] : {indices: []};
+      var item = group || {indices: []};
       item.indices.push(tr.index);
       item.trace = tr; item.pending = false; item.name = tr.legendgrouptitle && tr.legendgrouptitle.text && !tr.name ? tr.legendgrouptitle.text : tr.name;
       byGroup[key] = item;
@@ -234,11 +252,181 @@
     if (gd.on) gd.on("plotly_sliderchange", function () { setTimeout(function () { describeStep(gd); }, 0); });
   }
 
+  /* Side-by-side panels on a narrow screen stand one above the other (a phone showed only the
+   * first panel of a row). Where a panel would be narrower than PANEL_MIN px, the figure's panels
+   * are laid out in one column in reading order (row by row, left to right); their subplot
+   * titles move with them, the slider keeps its distance below the plot, and the figure grows
+   * in height. A wider column (the phone turned, a window widened) restores the row. */
+  var PANEL_MIN = 220, STACK_GAP = 120;
+
+  function panelsOf(gd) {
+    var L = gd.layout || {}, out = [];
+    Object.keys(L).forEach(function (k) {
+      var m = /^xaxis(\d*)$/.exec(k), ax = L[k];
+      if (!m || !ax || !ax.domain || ax.overlaying || ax.anchor === "free") return;
+      var yk = "yaxis" + String(ax.anchor || "y").slice(1), ya = L[yk];
+      if (!ya) return;
+      out.push({x: k, y: yk, xd: ax.domain.slice(), yd: (ya.domain || [0, 1]).slice()});
+    });
+    out.sort(function (a, b) {
+      return (Math.round(b.yd[1] * 1000) - Math.round(a.yd[1] * 1000)) || (a.xd[0] - b.xd[0]);
+    });
+    return out;
+  }
+
+  function stackPanels(gd) {
+    if (!gd._fullLayout || !window.Plotly) return;
+    var box = gd.closest(".dpclip-figure-scroll");
+    if (!box) return;                                   // the renderer wraps multi-panel figures only
+    var saved = gd._dpclipStack;
+    var used = {};                                      // the x axes that draw a trace
+    (gd._fullData || []).forEach(function (t) { used["xaxis" + String(t.xaxis || "x").slice(1)] = 1; });
+    var all = saved ? saved.all : panelsOf(gd);
+    var P = saved ? saved.panels : all.filter(function (p) { return used[p.x]; });   // an empty grid cell takes no room
+    var columns = {}; all.forEach(function (p) { columns[Math.round(p.xd[0] * 1000)] = 1; });
+    var ncol = Object.keys(columns).length;
+    if (ncol < 2) return;
+    var width = (box.parentNode || box).clientWidth;
+    var narrow = width / ncol < PANEL_MIN;
+    if (narrow === Boolean(saved && saved.stacked)) {
+      if (narrow && gd._fullLayout.width !== box.clientWidth) window.Plotly.relayout(gd, {width: box.clientWidth});
+      return;
+    }
+    if (!narrow) {                                      // back to the row the figure was drawn as
+      gd.style.minWidth = saved.minWidth;
+      gd.style.height = saved.height;
+      if (gd.parentNode !== box) gd.parentNode.style.height = saved.wrapperHeight;
+      box.setAttribute("aria-label", saved.label);
+      box.classList.remove("dpclip-stacked");
+      saved.stacked = false;
+      window.Plotly.relayout(gd, Object.assign({width: null}, saved.original));
+      return;
+    }
+    var L = gd._fullLayout, m = L.margin, rows = {};
+    P.forEach(function (p) { rows[Math.round(p.yd[1] * 1000)] = 1; });
+    var plotH0 = L.height - m.t - m.b, n = P.length;
+    var panelPx = Math.max(200, plotH0 / Object.keys(rows).length - (Object.keys(rows).length > 1 ? STACK_GAP / 2 : 0));
+    var plotH = n * panelPx + (n - 1) * STACK_GAP;
+    var update = {height: plotH + m.t + m.b}, original = {height: L.height};
+    P.forEach(function (p, i) {
+      var top = 1 - i * (panelPx + STACK_GAP) / plotH, bottom = top - panelPx / plotH;
+      update[p.x + ".domain"] = [0, 1]; original[p.x + ".domain"] = p.xd;
+      update[p.y + ".domain"] = [bottom, top]; original[p.y + ".domain"] = p.yd;
+      p.top = top;
+      Object.keys(gd.layout).forEach(function (k) {     // a second y axis over this panel follows it
+        var ax = gd.layout[k];
+        if (/^yaxis\d*$/.test(k) && ax && ax.overlaying === p.y.replace("axis", "")) {
+          update[k + ".domain"] = [bottom, top]; original[k + ".domain"] = (ax.domain || [0, 1]).slice();
+        }
+      });
+    });
+    all.forEach(function (p) {
+      if (P.indexOf(p) >= 0) return;
+      update[p.x + ".visible"] = false; update[p.y + ".visible"] = false;
+      original[p.x + ".visible"] = gd.layout[p.x].visible; original[p.y + ".visible"] = gd.layout[p.y].visible;
+    });
+    var anns = gd.layout.annotations || [];
+    var moved = anns.map(function (a) {
+      if (a.xref !== "paper" || a.yref !== "paper") return a;
+      var p = P.filter(function (q) { return a.x >= q.xd[0] - 1e-6 && a.x <= q.xd[1] + 1e-6 && Math.abs(a.y - q.yd[1]) < 0.03; })[0];
+      if (!p) return a;                                 // only a subplot title (at its panel's top) moves
+      var b = Object.assign({}, a); b.x = 0.5; b.y = p.top + (a.y - p.yd[1]);
+      return b;
+    });
+    if (anns.length) { update.annotations = moved; original.annotations = anns; }
+    var s = gd.layout.sliders && gd.layout.sliders[0];
+    if (s && typeof s.y === "number" && s.y < 0) {      // the same distance (px) below the plot
+      update["sliders[0].y"] = s.y * plotH0 / plotH; original["sliders[0].y"] = s.y;
+    }
+    gd._dpclipStack = {panels: P, all: all, stacked: true, original: original, minWidth: gd.style.minWidth,
+                       height: gd.style.height, wrapperHeight: gd.parentNode.style.height,
+                       label: box.getAttribute("aria-label") || ""};
+    gd.style.minWidth = "0";
+    gd.style.height = update.height + "px";            // the div's own height (plotly's default_height),
+    if (gd.parentNode !== box) gd.parentNode.style.height = update.height + "px";   // and its wrapper's
+    box.setAttribute("aria-label", "figure with " + n + " panels, one above the other");
+    box.classList.add("dpclip-stacked");
+    update.width = box.clientWidth;
+    window.Plotly.relayout(gd, update);
+  }
+
+  /* Titles that do not fit: plotly draws a title, an annotation (subplot titles) or an axis title
+   * on one line and cuts it at the figure's edge (on a phone, most chapter titles). Such a text is
+   * broken into lines at spaces; a figure title that grows gets the room above the plot. */
+  function wrapText(text, maxChars) {
+    var words = String(text).split(" "), lines = [], line = "";
+    words.forEach(function (w) {
+      var plain = (line + " " + w).replace(/<[^>]+>/g, "").trim();
+      if (line && plain.length > maxChars) { lines.push(line); line = w; } else { line = line ? line + " " + w : w; }
+    });
+    if (line) lines.push(line);
+    return lines;
+  }
+
+  function fitTitles(gd) {
+    var fl = gd._fullLayout;
+    if (!fl || !window.Plotly) return;
+    if (gd._dpclipFitted === fl.width) return;
+    gd._dpclipFitted = fl.width;
+    var g = gd.getBoundingClientRect(), update = {}, PAD = 6;
+    function tooWide(el, vertical) {
+      var r = el.getBoundingClientRect();
+      return vertical ? r.top < g.top - 1 || r.bottom > g.bottom + 1 : r.left < g.left + PAD - 1 || r.right > g.right - PAD + 1;
+    }
+    function lines(el, value, room, vertical) {
+      var r = el.getBoundingClientRect(), size = vertical ? r.height : r.width;
+      var chars = String(value).replace(/<[^>]+>/g, "").length || 1;
+      return wrapText(value, Math.max(8, Math.floor(chars * room / size)));
+    }
+    var t = gd.querySelector(".infolayer .g-gtitle text");
+    if (t && tooWide(t) && text(fl.title)) {
+      var L = lines(t, text(fl.title), g.width - 2 * PAD - 10);
+      update["title.text"] = L.join("<br>");
+      var size = (fl.title.font && fl.title.font.size) || 17;
+      update["margin.t"] = fl.margin.t + (L.length - 1) * Math.round(size * 1.3);
+      // from the top of the figure down, above whatever sits over the plot (subplot titles)
+      update["title.yref"] = "container"; update["title.yanchor"] = "top";
+      update["title.y"] = 1 - 8 / fl.height;
+    }
+    Array.prototype.forEach.call(gd.querySelectorAll(".infolayer .annotation"), function (el) {
+      var i = Number(el.getAttribute("data-index")), a = (gd.layout.annotations || [])[i];
+      if (!a || a.showarrow || a.xref !== "paper" || !a.text || !tooWide(el)) return;
+      var r = el.getBoundingClientRect(), mid = (r.left + r.right) / 2;   // centred on its panel
+      var room = a.xanchor === "left" ? g.right - r.left : a.xanchor === "right" ? r.right - g.left
+        : 2 * Math.min(mid - g.left, g.right - mid);
+      update["annotations[" + i + "].text"] = lines(el, a.text, room - 2 * PAD - 10).join("<br>");
+    });
+    Array.prototype.forEach.call(gd.querySelectorAll(".infolayer text[class$=title]"), function (el) {
+      var m = /^([xy])(\d*)title$/.exec(el.getAttribute("class") || "");
+      if (!m) return;
+      var key = m[1] + "axis" + m[2], ax = gd.layout[key], value = ax && text(ax.title);
+      var vertical = m[1] === "y", full = fl[key];
+      if (!value || !tooWide(el, vertical)) return;
+      var room = full && full._length ? full._length + 30 : (vertical ? g.height : g.width) - 2 * PAD - 10;
+      update[key + ".title.text"] = lines(el, value, room, vertical).join("<br>");
+    });
+    if (Object.keys(update).length) window.Plotly.relayout(gd, update);
+  }
+
+  function text(title) {
+    if (!title) return "";
+    return typeof title === "string" ? title : (title.text || "");
+  }
+
+  var resizeTimer = null;
+  window.addEventListener("resize", function () {
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(function () {
+      Array.prototype.forEach.call(document.querySelectorAll(".dpclip-figure-scroll .plotly-graph-div"), stackPanels);
+    }, 200);
+  });
+
   function setUp(gd) {
-    if (gd._fullData) { keyboardSlider(gd); buildLegend(gd); }
+    if (gd._fullData && !gd.dataset.dpclipStackChecked) { gd.dataset.dpclipStackChecked = "1"; stackPanels(gd); }
+    if (gd._fullData) { keyboardSlider(gd); buildLegend(gd); fitTitles(gd); }
     if (gd.on && !gd.dataset.dpclipHooked) {
       gd.dataset.dpclipHooked = "1";
-      gd.on("plotly_afterplot", function () { keyboardSlider(gd); buildLegend(gd); });
+      gd.on("plotly_afterplot", function () { keyboardSlider(gd); buildLegend(gd); fitTitles(gd); });
     }
   }
 
@@ -246,7 +434,7 @@
     Array.prototype.forEach.call(document.querySelectorAll(".plotly-graph-div"), setUp);
   }
 
-  window.dpclipFigures = {scan: scan, legendItems: legendItems, goToStep: goToStep};
+  window.dpclipFigures = {scan: scan, legendItems: legendItems, goToStep: goToStep, stackPanels: stackPanels, fitTitles: fitTitles};
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", scan);
   else scan();
   window.addEventListener("load", scan);

@@ -2,7 +2,8 @@
  *
  * A formula in running text that is wider than its line (MathJax does not break inline math)
  * scrolls sideways in its own box instead of pushing the page wider than a phone's screen or
- * out of a theorem box. It gets a tab stop so that a keyboard can scroll it too.
+ * out of a theorem box. It gets a tab stop so that a keyboard can scroll it too, and a shade at
+ * the edge where more of it lies.
  */
 (function () {
   "use strict";
@@ -51,7 +52,24 @@
       if (!s.textContent.trim() && !s.getAttribute("aria-label")) s.setAttribute("aria-label", "Show or hide the pages under this entry");
     });
   }
-  function fit() { fitInlineMath(); focusableWideDisplays(); nameToggles(); }
+  // a formula that scrolls sideways says so: a shade at the edge where more of it lies
+  // (dpclip-more-right / dpclip-more-left, _static/dpclip.css), updated as it scrolls
+  function scrollCue(c) {
+    var more = c.scrollWidth > c.clientWidth + 1;
+    c.classList.toggle("dpclip-more-right", more && c.scrollLeft + c.clientWidth < c.scrollWidth - 1);
+    c.classList.toggle("dpclip-more-left", more && c.scrollLeft > 1);
+  }
+  function scrollCues() {
+    var all = document.querySelectorAll('mjx-container[display="true"], mjx-container.dpclip-wide-math');
+    Array.prototype.forEach.call(all, function (c) {
+      scrollCue(c);
+      if (!c.dataset.dpclipCue) {
+        c.dataset.dpclipCue = "1";
+        c.addEventListener("scroll", function () { scrollCue(c); }, {passive: true});
+      }
+    });
+  }
+  function fit() { fitInlineMath(); focusableWideDisplays(); nameToggles(); scrollCues(); }
   function later() { clearTimeout(timer); timer = setTimeout(fit, 150); }
   function start() {
     var mj = window.MathJax;

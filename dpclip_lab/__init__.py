@@ -5,7 +5,7 @@ The package grows with the book: every function a chapter uses is importable her
 __version__ = "0.1.0"
 
 from . import (accountants, algorithms, audit, comparison, data, geometry, ghost, huberization, losses, lower_bounds,
-               models, noise, optima, privatizers, sampling, softmax, stability, training)
+               models, noise, numbers, optima, privatizers, sampling, softmax, stability, training)
 from .clipping import clip, clip_factor, clip_per_block, clipped_fraction, safe_norm
 from .glp import GLProblem, MeanEstimation
 from .per_sample import flat_params, per_sample_grads, unflatten

@@ -1,4 +1,4 @@
-"""Numbers written for a reader (prose and tables): :func:`fmt`.
+"""Numbers written for a reader (prose and tables): :func:`fmt`, :func:`readable`.
 
 A core module (no plotting dependency): the lab's table helpers (:mod:`dpclip_lab.comparison`)
 and the book's figures (:mod:`dpclip_lab.plotting`, which re-exports it as ``dp.fmt``) share it.
@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["fmt"]
+__all__ = ["fmt", "readable"]
 
 _SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
 _EXPONENT_FORM = re.compile(r"([+\-]?)(\d+(?:\.\d*)?)[eE]([+\-]?\d+)")
@@ -42,3 +42,29 @@ def fmt(value: float, spec: str = ".3g") -> str:
         power = "10" + str(int(exponent)).translate(_SUPERSCRIPT)
         out = sign + (power if mantissa in ("1", "1.") else f"{mantissa} × {power}")
     return out
+
+
+_PLAIN_NUMBER = re.compile(r"\s*([+\-−]?)(\d[\d,]*(?:\.\d*)?(?:[eE][+\-]?\d+)?%?)\s*")
+
+
+def readable(text: str) -> str:
+    """Lab utility: ``text`` as prose prints it, if ``text`` is one number in Python's notation.
+
+    The book's glued numbers (``{glue:text}`name:.2e```) are Python's formatting of a value:
+    ``"2.1e-03"`` becomes ``"2.1 × 10⁻³"``, ``"1e-05"`` becomes ``"10⁻⁵"``, and a negative
+    number gets a true minus sign (``"-0.94"`` becomes ``"−0.94"``; ``"-0.00"`` becomes ``"0.00"``).
+    Any other text (a word, a sentence, a range) is returned unchanged.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    m = _PLAIN_NUMBER.fullmatch(text)
+    if not m:
+        return text
+    sign, body = m.groups()
+    e = _EXPONENT_FORM.fullmatch(body)
+    if e:
+        _, mantissa, exponent = e.groups()
+        power = "10" + str(int(exponent)).translate(_SUPERSCRIPT)
+        body = power if mantissa in ("1", "1.") else f"{mantissa} × {power}"
+    zero = set(body.split(" ")[0].rstrip("%").replace(",", "")) <= set("0.")
+    return ("" if zero or not sign else "+" if sign == "+" else "−") + body

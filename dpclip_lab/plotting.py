@@ -71,6 +71,7 @@ __all__ = [
     "color_name",
     "figure_label",
     "numbers_table",
+    "plot_text",
 ]
 
 TEMPLATE_NAME = "dpclip"
@@ -229,12 +230,13 @@ class BookRenderer(MimetypeRenderer):
             div_id=f"dpclip-fig-{digest}-{next(_counter)}",
         )
         if columns > 1:
-            # side-by-side panels keep a readable width on a phone and scroll sideways in their
-            # own box (the page itself never scrolls sideways)
+            # side-by-side panels keep a readable width; where the column is narrower, the page
+            # stacks them one above the other (_static/dpclip-figures.js, stackPanels), and without
+            # its script the row scrolls sideways in its own box (the page never does)
             html = html.replace('class="plotly-graph-div" style="', 'class="plotly-graph-div" style="min-width:'
                                 f'{_PANEL_MIN_WIDTH * columns}px; ', 1)
             html = ('<div class="dpclip-figure-scroll" tabindex="0" role="region" '
-                    f'aria-label="figure with {columns} panels side by side (scrolls sideways on a narrow screen)">'
+                    f'aria-label="figure with {columns} panels side by side">'
                     f"{html}</div>")
         html = _with_words(html, fig_dict)
         if os.environ.get(HTML_ONLY_ENV) == "1":
@@ -245,8 +247,9 @@ class BookRenderer(MimetypeRenderer):
         }
 
 
-#: The narrowest a panel of a multi-panel figure gets (px); below it the figure scrolls in its box.
-_PANEL_MIN_WIDTH = 330
+#: The narrowest a panel of a multi-panel figure gets (px); in a narrower column the page stacks the
+#: panels (``PANEL_MIN`` of ``_static/dpclip-figures.js``: the same number).
+_PANEL_MIN_WIDTH = 220
 
 
 def _subplot_columns(layout: Mapping[str, Any]) -> int:
@@ -343,11 +346,61 @@ def _array(value) -> "np.ndarray | None":
     return None
 
 
+_SUBSCRIPTS = str.maketrans("0123456789aehijklmnoprstuvx+-=()", "₀₁₂₃₄₅₆₇₈₉ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ₊₋₌₍₎")
+_SUPERSCRIPTS = str.maketrans("0123456789+-=()inpT*", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁱⁿᵖᵀ*")
+
+
+def _plain_scripts(text: str) -> str:
+    """``<sub>i</sub>`` as ``ᵢ`` (``<sup>p</sup>`` as ``ᵖ``) where Unicode has the letters, else ``_i``."""
+    def sub(m, table, mark):
+        inner = m.group(1)
+        out = inner.translate(table)
+        return out if all(o != c for c, o in zip(inner, out) if c not in " *") else f"{mark}{inner}"
+    text = re.sub(r"<sub>(.*?)</sub>", lambda m: sub(m, _SUBSCRIPTS, "_"), text)
+    return re.sub(r"<sup>(.*?)</sup>", lambda m: sub(m, _SUPERSCRIPTS, "^"), text)
+
+
 def _text(value) -> str:
-    """Plain text of a plotly title or name (no HTML tags)."""
+    """Plain text of a plotly title or name (no HTML tags; sub- and superscripts as characters)."""
     if isinstance(value, Mapping):
         value = value.get("text")
-    return re.sub(r"<[^>]+>", "", str(value or "")).strip()
+    return re.sub(r"<[^>]+>", "", _plain_scripts(str(value or ""))).strip()
+
+
+#: TeX-like scripts written in a figure's text ("x_t", "F_{c,k}", "ℝ^p"): plotly shows them as typed.
+#: The base is one letter (not the end of a word: ``per_example`` is a name, not a subscript) or a
+#: closing bracket, norm bar, ℝ, ∇, * or prime.
+_TEX_SCRIPT = re.compile(r"((?<![A-Za-z\u0370-\u03ff_])[A-Za-z\u0370-\u03ff]|[)\]}‖|ℝ∇*'′])"
+                         r"([_^])(\{[^{}]{1,20}\}|[A-Za-z0-9\u0370-\u03ff\u0300-\u036f]+)(?![A-Za-z0-9_])")
+
+
+def plot_text(text):
+    """Lab utility: a figure's text with TeX-like sub- and superscripts as plotly draws them.
+
+    Plotly draws its text as typed: ``"x_t"``, ``"F_{c,k}(x)"`` and ``"ℝ^p"`` would show the
+    underscore and the braces. Here they become ``x<sub>t</sub>``, ``F<sub>c,k</sub>(x)`` and
+    ``ℝ<sup>p</sup>``, which plotly renders. The book's renderer applies it to every trace name,
+    title, axis title, annotation and slider label. Non-strings are returned unchanged.
+    """
+    if not isinstance(text, str) or ("_" not in text and "^" not in text):
+        return text
+
+    def repl(m):
+        inner = m.group(3)[1:-1] if m.group(3).startswith("{") else m.group(3)
+        tag = "sub" if m.group(2) == "_" else "sup"
+        return f"{m.group(1)}<{tag}>{inner}</{tag}>"
+    return _TEX_SCRIPT.sub(repl, text)
+
+
+def _scripts_in(obj, key=None):
+    """``obj`` (a layout or a trace) with :func:`plot_text` applied to its text fields."""
+    if isinstance(obj, Mapping):
+        return {k: _scripts_in(v, k) for k, v in obj.items()}
+    if isinstance(obj, list) and key in ("annotations", "sliders", "steps"):
+        return [_scripts_in(v) for v in obj]
+    if key in ("name", "text", "prefix", "label") and isinstance(obj, str):
+        return plot_text(obj)
+    return obj
 
 
 def _num(v: float) -> str:
@@ -401,13 +454,14 @@ def numbers_table(fig_dict: Mapping[str, Any]) -> str:
     import numpy as np
 
     rows = []
-    for k, tr in enumerate(fig_dict.get("data") or []):
+    data = list(fig_dict.get("data") or [])
+    for k, tr in enumerate(data):
         x, y = _array(tr.get("x")), _array(tr.get("y"))
         if y is None and x is None:
             continue
         if y is not None and y.ndim != 1 or x is not None and x.ndim != 1:
             continue
-        name = _text(tr.get("name")) or f"{tr.get('type', 'scatter')} {k + 1}"
+        name = _text(tr.get("name")) or _unnamed(data, k, x, y)
         if x is None:
             x = np.arange(len(y), dtype=float)
         if y is None:
@@ -437,6 +491,27 @@ def numbers_table(fig_dict: Mapping[str, Any]) -> str:
             f"<th scope='col'>x range</th><th scope='col'>y range</th></tr></thead><tbody>{body}</tbody></table>")
 
 
+def _unnamed(data: list, k: int, x, y) -> str:
+    """What an unnamed trace of a figure is, for its row of the numbers table: the edge of a band
+    (named after the curve it shades), a reference line, or an unlabelled curve ("scatter 2" says
+    nothing to a reader)."""
+    import numpy as np
+
+    tr = data[k]
+    group = tr.get("legendgroup")
+    kin = next((_text(t.get("name")) for t in data if group and t.get("legendgroup") == group and t.get("name")), "")
+    nxt = data[k + 1] if k + 1 < len(data) else {}
+    if nxt.get("fill") == "tonexty":
+        return f"band around {kin}, lower edge" if kin else "shaded band, lower edge"
+    if tr.get("fill") not in (None, "none"):
+        return f"band around {kin}, upper edge" if kin else "shaded band, upper edge"
+    for vals, axis in ((y, "y"), (x, "x")):
+        v = None if vals is None else vals[np.isfinite(vals)] if vals.dtype.kind == "f" else None
+        if v is not None and v.size >= 2 and np.all(v == v[0]):
+            return f"reference line {axis} = {_num(float(v[0]))}"
+    return f"unlabelled {tr.get('type', 'scatter')} {k + 1}"
+
+
 def _with_words(html: str, fig_dict: Mapping[str, Any]) -> str:
     """The figure's HTML inside a ``<figure>`` named for screen readers (:func:`figure_label`), with
     a "Show the numbers" fold holding :func:`numbers_table`."""
@@ -452,6 +527,9 @@ def _reader_trace(trace: Mapping[str, Any], named: bool = False) -> dict:
     """One trace with the defaults a reader needs (see :func:`_reader_defaults`); ``named``: the
     figure trace that a frame's trace updates has a name."""
     trace = dict(trace)
+    for key in ("name", "legendgrouptitle"):
+        if key in trace:
+            trace[key] = _scripts_in(trace[key], key if key == "name" else None)
     fill = trace.get("fill")
     if fill not in (None, "none") and "mode" not in trace and trace.get("type", "scatter") == "scatter":
         # a band: plotly's default mode for < 20 points is lines+markers, which puts markers
@@ -468,7 +546,7 @@ def _reader_defaults(fig_dict: dict) -> dict:
     if fig_dict.get("data"):
         fig_dict["data"] = [_reader_trace(t) for t in fig_dict["data"]]
     if isinstance(fig_dict.get("layout"), Mapping):
-        fig_dict["layout"] = _panels_apart(_panels_apart(dict(fig_dict["layout"]), "x"), "y")
+        fig_dict["layout"] = _scripts_in(_panels_apart(_panels_apart(dict(fig_dict["layout"]), "x"), "y"))
     named = [bool(t.get("name")) for t in fig_dict.get("data") or []]
     frames = []
     for frame in fig_dict.get("frames") or []:

@@ -2,7 +2,7 @@
 // (tests/test_book_html.py runs it with Playwright on every page at 1280 and 400 px).
 // Each check returns a list of problems in words: an empty list is a pass.
 //
-//   window.dpclipReader.page()            -> {scrollWidth, clientWidth, wide: [...], clipped: [...]}
+//   window.dpclipReader.page()            -> {scrollWidth, clientWidth, wide: [...], clipped: [...], sideways: [...]}
 //   await window.dpclipReader.figures(o)  -> [{id, problems: [...], steps}]
 //       o.allSteps: move every slider through every step (blank-frame check at each);
 //       otherwise only the first, active and last steps.
@@ -54,7 +54,21 @@
         break;
       }
     }
-    return {scrollWidth: document.documentElement.scrollWidth, clientWidth: W, wide, clipped};
+    // what a reader sees only by scrolling a box sideways: a formula or a figure (a data table
+    // may scroll; its columns are labelled). Each box is named once, by what it holds.
+    const sideways = [];
+    for (const el of main.querySelectorAll("*")) {
+      const ox = getComputedStyle(el).overflowX;
+      if (!(ox === "auto" || ox === "scroll") || el.scrollWidth <= el.clientWidth + 2) continue;
+      if (el.closest("mjx-assistive-mml") || el.getBoundingClientRect().width === 0) continue;
+      const kind = el.matches("mjx-container") || el.querySelector(":scope > mjx-container, :scope > .math, mjx-container[display='true']")
+        ? "formula" : el.querySelector(".js-plotly-plot, .plotly-graph-div") ? "figure" : el.querySelector("table") || el.matches("table") ? "table" : "other";
+      if (kind === "table" || sideways.some((s) => s.el.contains(el))) continue;
+      const cue = /dpclip-more-(right|left)/.test(el.className || "") ? "" : " (no scroll cue)";
+      sideways.push({el, text: `${kind}: ${describe(el)} needs ${el.scrollWidth} px of ${el.clientWidth}${cue}`, kind});
+    }
+    return {scrollWidth: document.documentElement.scrollWidth, clientWidth: W, wide, clipped,
+            sideways: sideways.map((s) => s.text)};
   }
 
   // ---------------------------------------------------------------- figures
@@ -109,8 +123,13 @@
     pairs(p.axisTitles, p.plots, "axis title on the data");
     for (let i = 0; i < p.notes.length; i++) pairs([p.notes[i]], p.notes.slice(i + 1));
     for (let i = 0; i < p.axisTitles.length; i++) pairs([p.axisTitles[i]], p.axisTitles.slice(i + 1));
+    pairs(p.axisTitles, p.notes.concat(p.title), "an axis title on a title");
     // the figure itself stays inside the page column
     const g = rect(gd), W = document.documentElement.clientWidth;
+    // titles and notes are drawn whole, not cut at the figure's edge (plotly does not wrap them)
+    for (const t of p.title.concat(p.notes, p.axisTitles)) {
+      if (t.box.l < g.l - PAD || t.box.r > g.r + PAD) problems.push(`${t.what} is cut at the figure's edge`);
+    }
     if (g.r > W + PAD && !scrollsInside(gd, null)) problems.push(`the figure is ${Math.round(g.w)} px wide and reaches x = ${Math.round(g.r)} px on a ${W} px page`);
     return problems;
   }
@@ -162,6 +181,24 @@
     return problems;
   }
 
+  // The HTML legend (_static/dpclip-figures.js) names every curve the figure names: each visible
+  // trace (or legend group) with a name and showlegend not false has an entry.
+  function legendGaps(gd) {
+    const meta = (gd.layout && gd.layout.meta) || {};
+    if (!("dpclip_legend" in meta) || meta.dpclip_legend === false) return [];
+    const want = new Map();
+    gd._fullData.forEach((tr) => {
+      if (tr.visible === false || tr.showlegend === false || !tr.name) return;
+      const key = tr.legendgroup ? "g:" + tr.legendgroup : "n:" + tr.name;
+      if (!want.has(key)) want.set(key, tr.name);   // a group's entry is named by its first named trace
+    });
+    if (want.size < (meta.dpclip_legend === true ? 1 : 2)) return [];
+    const fig = gd.closest("figure") || gd.parentNode.parentNode;
+    const shown = new Set(Array.from(fig.querySelectorAll(".dpclip-legend-item")).map((b) => b.textContent.trim()));
+    const plain = (t) => String(t).replace(/<[^>]+>/g, "").trim();
+    return [...want.values()].filter((n) => !shown.has(plain(n))).map((n) => `the legend has no entry for "${plain(n).slice(0, 40)}"`);
+  }
+
   // Hover: values a reader may want to read are readable.
   function hover(gd) {
     const fl = gd._fullLayout, problems = [];
@@ -207,6 +244,7 @@
         overlaps(gd).forEach(tag("as loaded"));
         blankTraces(gd).forEach(tag("as loaded"));
         hover(gd).forEach(tag("hover"));
+        legendGaps(gd).forEach(tag("legend"));
         const slider = (gd._fullLayout.sliders || [])[0];
         if (slider && slider.steps && slider.steps.length > 1) {
           const steps = slider.steps, n = steps.length, active = slider.active || 0;
@@ -232,5 +270,5 @@
     return out;
   }
 
-  window.dpclipReader = {page, figures, overlaps, blankTraces, hover};
+  window.dpclipReader = {page, figures, overlaps, blankTraces, hover, legendGaps};
 })();

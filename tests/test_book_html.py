@@ -605,7 +605,10 @@ def test_the_number_checks_can_fail():
 #: tables (tables of large numbers still print "3.65e+03": #28 keeps that open).
 BAD_SENTENCES = {
     "a bound of 'at most 0'": re.compile(r"\bat most [-−]?0(?:\.0+)?(?:e[+\-−]?0+)?(?![\d.])"),
-    "a number in Python's e+ form": re.compile(r"(?<![\w.])\d(?:\.\d+)?e\+\d"),
+    # Python's exponent form ("1e+09", "2.1e-03", "1e-05"); a hand-written "1e-5" is left alone
+    "a number in Python's exponent form": re.compile(r"(?<![\w.])\d(?:\.\d+)?e(?:\+\d|-\d{2,})"),
+    # a hyphen for a minus sign: " -0.94", "(-3" (prose writes −0.94; math is MATH here)
+    "a hyphen as a minus sign": re.compile(r"(?:^|(?<=[\s(\[=]))-\d"),
     "a lower-case word after a period": re.compile(
         r"\b(?!(?:resp|approx|etc|cf|vs|al|e\.g|i\.e)\.)[a-z]{4,}\. (?:on|in|at|the|and|of|for|with|to|is) "),
     "a zero count with an empty list": re.compile(r"(?<![\d.])0 of (?:the )?\d+\b[^.]{0,120}?:\s*none\b"),
@@ -651,7 +654,40 @@ def test_the_table_number_check_can_fail():
 #: A MyST role or directive that reached the page as text: the parser did not take it (e.g. a
 #: backtick fence whose title holds backticks — CommonMark forbids them in a backtick info string).
 RAW_MYST = re.compile(r"\{(?:prf:[\w-]+|cite(?::\w+)?|glue(?::\w+)?|doc|ref|numref|eq|func|class|mod|meth|attr|"
-                      r"admonition|note|tip|hint|warning|dropdown|math|figure|code-cell)\}")
+                      r"admonition|note|tip|hint|warning|dropdown|math|figure|code-cell)\}"
+                      r"|\$")   # a math delimiter shown as text ("satisfies $ MATH $": $$ not on its own line)
+
+
+#: Text of a figure (trace names, titles, annotations, slider labels) in plotly's JSON on a page.
+_FIGURE_TEXT = re.compile(r'"(?:name|text|prefix|label)":"((?:[^"\\]|\\.){1,200})"')
+#: A figure's table row named by plotly's default ("scatter 2", "trace 3"): it says nothing.
+_DEFAULT_NAME = re.compile(r"<th scope='(?:row|col)'>(?:scatter|trace|bar|histogram) \d+</th>")
+
+
+def _figure_text_problems(html: str) -> list[str]:
+    from dpclip_lab.plotting import _TEX_SCRIPT
+
+    out = []
+    for m in _FIGURE_TEXT.finditer(html):
+        text = json.loads(f'"{m.group(1)}"')
+        if _TEX_SCRIPT.search(text):
+            out.append(f"TeX-like script shown as typed: {text[:80]!r}")
+    out += [f"a numbers table names a curve {m.group(0)[16:-5]!r}" for m in _DEFAULT_NAME.finditer(html)]
+    return out
+
+
+def test_figure_text_reads_as_text(built_book):
+    """No figure shows "x_t" or "F_{c,k}" as typed (the renderer writes x<sub>t</sub>), and no
+    "Show the numbers" table names a curve "scatter 2" (#28, item 9: a reader met both)."""
+    bad = [f"{page.relative_to(built_book)}: {p}" for page in _chapter_pages(built_book)
+           for p in dict.fromkeys(_figure_text_problems(page.read_text(errors="replace")))]
+    assert not bad, "\n".join(bad[:30])
+
+
+def test_the_figure_text_check_can_fail():
+    page = ('{"name":"iterate x_t","type":"scatter"} {"text":"F_{c,k}(x)"} {"name":"x<sub>t</sub>"} '
+            "{\"name\":\"per_example\"} <th scope='col'>scatter 2</th>")
+    assert len(_figure_text_problems(page)) == 3, _figure_text_problems(page)
 
 
 def test_no_raw_myst_markup_on_a_page(built_book):
@@ -663,17 +699,20 @@ def test_no_raw_myst_markup_on_a_page(built_book):
 
 
 def test_the_raw_markup_check_can_fail():
-    page = "<p>```{prf:theorem} {cite:t}`song2021evading`, Theorem 3.3</p><pre>{glue:text}`x` in code</pre>"
-    assert [m.group(0) for m in RAW_MYST.finditer(_prose(page))] == ["{prf:theorem}", "{cite:t}"]
+    page = ("<p>```{prf:theorem} {cite:t}`song2021evading`, Theorem 3.3</p><pre>{glue:text}`x` in code</pre>"
+            '<p>satisfies $<span class="math notranslate nohighlight">\\(x\\)</span>$</p>')
+    assert [m.group(0) for m in RAW_MYST.finditer(_prose(page))] == ["{prf:theorem}", "{cite:t}", "$", "$"]
 
 
 def test_the_sentence_checks_can_fail():
     found = {what for what, p in BAD_SENTENCES.items()
              for text in ("the left side is at most 0.0e+00 — no", "sits 1e+09 times or more below",
-                          "Lemma 3.1, numerically. on a fine grid", "0 of the 20 printed values lie further: none.")
+                          "Lemma 3.1, numerically. on a fine grid", "0 of the 20 printed values lie further: none.",
+                          "at δ = 1e-05 it is 2.1e-03 away", "the slope is -2.01 here")
              if p.search(text)}
     assert found == set(BAD_SENTENCES), found
-    clean = ("at most 0.05 apart, δ = 1e-5 and 2.4e-3 and 1e-05, Zhang et al. in 2024, e.g. the bound, "
+    clean = ("at most 0.05 apart, δ = 1e-5 and 2.4e-3 and 10⁻⁵, Zhang et al. in 2024, e.g. the bound, "
+             "pre-clip noise, slope −2.01, rows 3-4, a well-known (1 − q) factor, "
              "it is at most 10⁻⁹; 3 of the 20 values: (k, d) = (1, 10).")
     assert not any(p.search(clean) for p in BAD_SENTENCES.values()), [w for w, p in BAD_SENTENCES.items()
                                                                       if p.search(clean)]
@@ -1026,6 +1065,19 @@ def test_the_page_fits_a_phone(reader, page_name):
         assert not layout["clipped"], f"at {width} px, cut off:\n" + "\n".join(layout["clipped"])
 
 
+@pytest.mark.parametrize("page_name", PAGES)
+def test_no_formula_or_figure_hides_behind_a_sideways_scroll(reader, page_name):
+    """A reader sees every formula and every panel of a figure without scrolling a box sideways:
+    at 1280 px nothing but a data table scrolls in its box; at 400 px no figure does (side-by-side
+    panels stand one above the other, ``_static/dpclip-figures.js``). A formula wider than a phone
+    may scroll there (MathJax 3 does not break lines) with a shade at the edge where it goes on
+    (``_static/dpclip-page.js``), never at 1280 px (#28: Theorem 6 of *pre-clip noise* was cut off
+    at 1280 px inside its scroll box)."""
+    problems = [f"{width} px: {s}" for width in WIDTHS for s in reader[(page_name, width)].layout["sideways"]
+                if width == WIDTHS[0] or s.startswith("figure") or s.endswith("(no scroll cue)")]
+    assert not problems, "\n".join(problems[:12])
+
+
 def _figure_problems(reader, page_name, width, keep) -> list[str]:
     return [f"{fig['id']}: {p}" for fig in reader[(page_name, width)].figures for p in fig["problems"] if keep(p)]
 
@@ -1104,9 +1156,20 @@ def test_the_reader_checks_can_fail(chromium, tmp_path):
     band = go.Figure([go.Scatter(x=[0, 1, 1, 0], y=[0, 0, 1, 1], fill="toself", mode="lines+markers",
                                  name="a band with a long, long name"),
                       go.Scatter(x=[0, 1], y=[0.5, 0.5], name="a line with a long, long name")])
+    # a title wider than the phone, and a bottom axis title drawn on the subplot title below it
+    band.update_layout(title="A title far too long to fit on a phone, which plotly draws on one line and cuts",
+                       xaxis=dict(domain=[0, 1], title="x of the top panel"), yaxis=dict(domain=[0.55, 1]),
+                       xaxis2=dict(anchor="y2"), yaxis2=dict(domain=[0, 0.5]),
+                       annotations=[dict(text="the lower panel, its title under the axis title", x=0.5, y=0.42,
+                                         xref="paper", yref="paper", showarrow=False, yanchor="middle")])
+    band.add_trace(go.Scatter(x=[0, 1], y=[0, 1], xaxis="x2", yaxis="y2", name="lower"))
     for f in (fig, band):   # plotly's own template (the book's shows whole hover names)
         f.update_layout(template="plotly_white")
-    div = pio.to_html(fig, include_plotlyjs=False, full_html=False) + pio.to_html(band, include_plotlyjs=False, full_html=False)
+    # a figure of the book's renderer (meta.dpclip_legend) whose HTML legend was never built
+    unlisted = go.Figure([go.Scatter(x=[0, 1], y=[0, 1], name="DiceSGD"), go.Scatter(x=[0, 1], y=[1, 0], name="DPSGD-GC")],
+                         layout=dict(meta={"dpclip_legend": None}, showlegend=False, template="plotly_white"))
+    div = (pio.to_html(fig, include_plotlyjs=False, full_html=False) + pio.to_html(band, include_plotlyjs=False, full_html=False)
+           + pio.to_html(unlisted, include_plotlyjs=False, full_html=False))
     plotly_js = ROOT / "_static" / "plotly.min.js"
     if not plotly_js.is_file():
         pytest.skip("_static/plotly.min.js is copied by the book build")
@@ -1115,6 +1178,9 @@ def test_the_reader_checks_can_fail(chromium, tmp_path):
     (tmp_path / "index.html").write_text(
         '<!doctype html><html><head><script src="plotly.min.js"></script></head><body><main>'
         + div + wide + '<div class="proof" style="width:100px;overflow:hidden"><span style="display:inline-block;width:300px">long</span></div>'
+        # a formula and a figure row a reader sees only by scrolling their boxes sideways
+        + '<mjx-container display="true" style="display:block;overflow-x:auto;width:200px"><span style="display:inline-block;width:500px">x = 1</span></mjx-container>'
+        + '<div style="overflow-x:auto;width:200px"><div class="plotly-graph-div" style="width:600px;height:10px"></div></div>'
         + "</main></body></html>")
     handler = functools.partial(_QuietHandler, directory=str(tmp_path))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -1133,11 +1199,15 @@ def test_the_reader_checks_can_fail(chromium, tmp_path):
         httpd.server_close()
     assert layout["scrollWidth"] > 400 and layout["wide"], "a page wider than the phone was not flagged"
     assert layout["clipped"], "content cut off at a box's edge was not flagged"
-    first, second = (f["problems"] for f in figures)
+    assert [s.split(":")[0] for s in layout["sideways"]] == ["formula", "figure"], layout["sideways"]
+    first, second, third = (f["problems"] for f in figures)
+    assert any('the legend has no entry for "DiceSGD"' in p for p in third), third
     assert any("legend overlaps plot area" in p for p in first), first
     assert any("blank" in p for p in first), first
     assert any("band trace" in p for p in second), second
     assert any("hover label cuts" in p for p in second), second
+    assert any("cut at the figure's edge" in p for p in second), second
+    assert any("an axis title on a title" in p for p in second), second
 
 
 def _raw_math_in_prose(dom: str) -> list[str]:

@@ -336,6 +336,23 @@ def test_fmt_prints_no_negative_zero_and_groups_thousands(value, spec, text):
     assert dp.fmt(value, spec) == text
 
 
+@pytest.mark.parametrize("text, shown", [
+    ("2.1e-03", "2.1 × 10⁻³"), ("1e-05", "10⁻⁵"), ("-0.94", "−0.94"), ("-0.00", "0.00"), ("4e-11", "4 × 10⁻¹¹"),
+    ("1.5e+06", "1.5 × 10⁶"), ("+0.010", "+0.010"), ("12,345", "12,345"), ("-2.5%", "−2.5%"), ("0.25", "0.25"),
+    ("rank 1", "rank 1"), ("3-4", "3-4"), ("-", "-"), ("", ""),
+])
+def test_readable_writes_glued_numbers_for_prose(text, shown):
+    """What _ext/readable_numbers.py and the reader copies print for a glued value."""
+    from dpclip_lab.numbers import readable
+    assert readable(text) == shown
+
+
+def test_readable_rejects_non_strings():
+    from dpclip_lab.numbers import readable
+    with pytest.raises(TypeError, match="text"):
+        readable(0.5)
+
+
 def test_fmt_rejects_non_numbers():
     with pytest.raises(TypeError, match="value"):
         dp.fmt("1.0")
@@ -398,3 +415,27 @@ def test_a_script_added_twice_is_loaded_once():
     context = {"script_files": files, "body": ""}
     oa._page_scripts(None, "page", "page.html", context, None)
     assert [f.filename or f.attributes["body"] for f in context["script_files"]] == ["const A = 1;", "x.js", "const B = 2;"]
+
+
+@pytest.mark.parametrize("text, drawn", [
+    ("iterate x_t", "iterate x<sub>t</sub>"), ("F_{c,k}(x)", "F<sub>c,k</sub>(x)"), ("ℝ^p", "ℝ<sup>p</sup>"),
+    ("‖e_t‖", "‖e<sub>t</sub>‖"), ("(Aᵀξ_i)₁", "(Aᵀξ<sub>i</sub>)₁"), ("x_{t+1}", "x<sub>t+1</sub>"),
+    ("per_example_grads", "per_example_grads"), ("a_b_c", "a_b_c"), ("no scripts", "no scripts"), (3, 3),
+])
+def test_plot_text_draws_tex_like_scripts(text, drawn):
+    """Plotly shows "x_t" as typed; the renderer writes the scripts plotly draws."""
+    assert dp.plot_text(text) == drawn
+
+
+def test_the_page_figure_draws_scripts_and_names_every_table_row(monkeypatch):
+    monkeypatch.setenv(dp.HTML_ONLY_ENV, "1")
+    x = np.arange(3.0)
+    fig = go.Figure([go.Scatter(x=x, y=x + 1, name="DiceSGD x_t", legendgroup="d"),
+                     go.Scatter(x=x, y=x, legendgroup="d"), go.Scatter(x=x, y=x + 2, fill="tonexty", legendgroup="d"),
+                     go.Scatter(x=x, y=0 * x)])
+    fig.update_layout(title="error ‖e_t‖", xaxis_title="step t")
+    html = dp.BookRenderer().to_mimebundle(fig.to_dict())["text/html"]
+    page = re.sub(r"\\u([0-9a-fA-F]{4})", lambda m: chr(int(m.group(1), 16)), html)   # plotly's JSON escapes
+    assert "DiceSGD x<sub>t</sub>" in page and "error ‖e<sub>t</sub>‖" in page and "x_t" not in page
+    assert "band around DiceSGD xₜ, lower edge" in html and "reference line y = 0" in html
+    assert "scatter 2" not in html
