@@ -10,6 +10,9 @@ WRONG_ANSWERS = {
         {"mistake": "two margins on the same side of the label",
          "code": "a_q1 = 0.0\nb_q1 = 1.0\n",
          "message": "this pair is far from the worst one"},
+        {"mistake": "a pair near the worst one, not at it (98.9% of L_f)",
+         "code": "a_q1 = -1.0\nb_q1 = 0.5\n",
+         "message": "close, but not the worst pair"},
     ],
     "q2": [
         {"mistake": "takes α = q instead of the Hölder exponent of the q-hinge",
@@ -26,5 +29,12 @@ a2, L2, M2 = prob_q2.holder(feature_bound=1.0)
 G_q2 = M2 + L2
 """,
          "message": "G_q2 is too small"},
+        {"mistake": "drops the Hölder exponent: G = M + L·R",
+         "code": """
+prob_q2 = dl.GLProblem(sets["breast cancer"].X_train, sets["breast cancer"].y_train, dl.losses.QHinge(1.5))
+a2, L2, M2 = prob_q2.holder(feature_bound=1.0)
+G_q2 = M2 + L2 * 4.0
+""",
+         "message": "the radius enters as R^α"},
     ],
 }
