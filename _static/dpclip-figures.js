@@ -386,7 +386,8 @@
       update["margin.t"] = fl.margin.t + (L.length - 1) * Math.round(size * 1.3);
       // from the top of the figure down, above whatever sits over the plot (subplot titles)
       update["title.yref"] = "container"; update["title.yanchor"] = "top";
-      update["title.y"] = 1 - 8 / fl.height;
+      // plotly sets a title of n lines with its first line at y: the lines below push it up by n - 1
+      update["title.y"] = 1 - (8 + (L.length - 1) * Math.round(size * 1.3)) / (fl.height);
     }
     Array.prototype.forEach.call(gd.querySelectorAll(".infolayer .annotation"), function (el) {
       var i = Number(el.getAttribute("data-index")), a = (gd.layout.annotations || [])[i];
@@ -405,6 +406,23 @@
       var room = full && full._length ? full._length + 30 : (vertical ? g.height : g.width) - 2 * PAD - 10;
       update[key + ".title.text"] = lines(el, value, room, vertical).join("<br>");
     });
+    // slider step labels centred on the first and last ticks can stick out of the figure: the
+    // slider is narrowed (and moved) by what sticks out
+    var s = fl.sliders && fl.sliders[0], labels = gd.querySelectorAll(".slider-container .slider-label-group text, .slider-container text.slider-label");
+    if (s && labels.length) {
+      var out = {l: 0, r: 0};
+      Array.prototype.forEach.call(labels, function (el) {
+        var r = el.getBoundingClientRect();
+        if (!r.width) return;
+        out.l = Math.max(out.l, g.left + PAD - r.left);
+        out.r = Math.max(out.r, r.right - (g.right - PAD));
+      });
+      if (out.l > 0 || out.r > 0) {
+        var W = Math.max(1, fl.width - fl.margin.l - fl.margin.r);   // the slider's x and len are fractions of this
+        update["sliders[0].x"] = (s.x || 0) + out.l / W;
+        update["sliders[0].len"] = Math.max(0.3, (s.len || 1) - (out.l + out.r) / W);
+      }
+    }
     if (Object.keys(update).length) window.Plotly.relayout(gd, update);
   }
 

@@ -370,7 +370,7 @@ def _text(value) -> str:
 #: TeX-like scripts written in a figure's text ("x_t", "F_{c,k}", "ℝ^p"): plotly shows them as typed.
 #: The base is one letter (not the end of a word: ``per_example`` is a name, not a subscript) or a
 #: closing bracket, norm bar, ℝ, ∇, * or prime.
-_TEX_SCRIPT = re.compile(r"((?<![A-Za-z\u0370-\u03ff_])[A-Za-z\u0370-\u03ff]|[)\]}‖|ℝ∇*'′])"
+_TEX_SCRIPT = re.compile(r"((?<![A-Za-z\u0370-\u03ff_])[A-Za-z\u0370-\u03ff][\u0300-\u036f]?|[)\]}‖|ℝ∇*'′])"
                          r"([_^])(\{[^{}]{1,20}\}|[A-Za-z0-9\u0370-\u03ff\u0300-\u036f]+)(?![A-Za-z0-9_])")
 
 
@@ -461,7 +461,7 @@ def numbers_table(fig_dict: Mapping[str, Any]) -> str:
             continue
         if y is not None and y.ndim != 1 or x is not None and x.ndim != 1:
             continue
-        name = _text(tr.get("name")) or _unnamed(data, k, x, y)
+        name = _html_scripts(tr.get("name")) or _html_scripts(_unnamed(data, k, x, y))
         if x is None:
             x = np.arange(len(y), dtype=float)
         if y is None:
@@ -471,13 +471,17 @@ def numbers_table(fig_dict: Mapping[str, Any]) -> str:
         return ""
     layout = fig_dict.get("layout") or {}
     xt = _text((layout.get("xaxis") or {}).get("title")) or "x"
+    # curves that share a name (one per value of x, e.g. a column of seeds): each row says its x
+    names = [r[0] for r in rows]
+    rows = [(f"{n}, {_html.escape(xt)} = {_num(float(x[0]))}" if names.count(n) > 1 and len(x) and np.all(x == x[0]) else n, x, y)
+            for n, x, y in rows]
     esc = _html.escape
     same_x = len(rows) > 1 and all(len(r[1]) == len(rows[0][1]) and np.allclose(r[1], rows[0][1], equal_nan=True)
                                    for r in rows) and len(rows) <= 8
     if same_x or len(rows) == 1 and len(rows[0][1]) <= 4 * _TABLE_ROWS:
         x0 = rows[0][1]
         pick = np.unique(np.linspace(0, len(x0) - 1, min(len(x0), _TABLE_ROWS)).round().astype(int)) if len(x0) else []
-        head = "".join(f"<th scope='col'>{esc(r[0])}</th>" for r in rows)
+        head = "".join(f"<th scope='col'>{r[0]}</th>" for r in rows)
         body = "".join("<tr><th scope='row'>" + _num(x0[i]) + "</th>" + "".join(f"<td>{_num(r[2][i])}</td>" for r in rows)
                        + "</tr>" for i in pick)
         return f"<table><thead><tr><th scope='col'>{esc(xt)}</th>{head}</tr></thead><tbody>{body}</tbody></table>"
@@ -486,9 +490,20 @@ def numbers_table(fig_dict: Mapping[str, Any]) -> str:
         fx, fy = x[np.isfinite(x)], y[np.isfinite(y)]
         xr = f"{_num(fx.min())} to {_num(fx.max())}" if fx.size else "–"
         yr = f"{_num(fy.min())} to {_num(fy.max())}" if fy.size else "–"
-        body += f"<tr><th scope='row'>{esc(name)}</th><td>{len(x)}</td><td>{xr}</td><td>{yr}</td></tr>"
+        body += f"<tr><th scope='row'>{name}</th><td>{len(x)}</td><td>{xr}</td><td>{yr}</td></tr>"
     return ("<table><thead><tr><th scope='col'>trace</th><th scope='col'>points</th>"
             f"<th scope='col'>x range</th><th scope='col'>y range</th></tr></thead><tbody>{body}</tbody></table>")
+
+
+def _html_scripts(value) -> str:
+    """A trace name for an HTML table: escaped, with its sub- and superscripts (:func:`plot_text`)
+    kept as ``<sub>``/``<sup>`` (other tags dropped)."""
+    import html as _html
+
+    text = plot_text(value.get("text") if isinstance(value, Mapping) else str(value or ""))
+    text = re.sub(r"<(?!/?(?:sub|sup)>)[^>]+>", "", text).strip()
+    parts = re.split(r"(</?(?:sub|sup)>)", text)
+    return "".join(p if re.fullmatch(r"</?(?:sub|sup)>", p) else _html.escape(p) for p in parts)
 
 
 def _unnamed(data: list, k: int, x, y) -> str:
@@ -501,10 +516,13 @@ def _unnamed(data: list, k: int, x, y) -> str:
     group = tr.get("legendgroup")
     kin = next((_text(t.get("name")) for t in data if group and t.get("legendgroup") == group and t.get("name")), "")
     nxt = data[k + 1] if k + 1 < len(data) else {}
-    if nxt.get("fill") == "tonexty":
-        return f"band around {kin}, lower edge" if kin else "shaded band, lower edge"
-    if tr.get("fill") not in (None, "none"):
-        return f"band around {kin}, upper edge" if kin else "shaded band, upper edge"
+    partner = nxt if nxt.get("fill") == "tonexty" else data[k - 1] if tr.get("fill") == "tonexty" and k > 0 else None
+    if partner is not None or tr.get("fill") not in (None, "none"):
+        other = _array(partner.get("y")) if partner is not None else None
+        mine = y[np.isfinite(y)] if y is not None else np.array([])
+        theirs = other[np.isfinite(other)] if other is not None and other.ndim == 1 else np.array([])
+        edge = ("upper" if mine.mean() >= theirs.mean() else "lower") if mine.size and theirs.size else "one"
+        return f"band around {kin}, {edge} edge" if kin else f"shaded band, {edge} edge"
     for vals, axis in ((y, "y"), (x, "x")):
         v = None if vals is None else vals[np.isfinite(vals)] if vals.dtype.kind == "f" else None
         if v is not None and v.size >= 2 and np.all(v == v[0]):
@@ -743,6 +761,7 @@ def slider_figure(
     fix_axes: bool = True,
     base: go.Figure | None = None,
     static: Sequence[Any] = (),
+    on_top: Sequence[Any] = (),
 ) -> go.Figure:
     """Lab utility: A figure with a slider over precomputed frames (moves with no kernel).
 
@@ -775,6 +794,9 @@ def slider_figure(
     static : list of traces, optional
         Traces drawn once, under the moving ones, and not repeated in every frame
         (what does not depend on the slider: keeps the page light).
+    on_top : list of traces, optional
+        Like ``static``, but drawn over the moving ones: reference lines (an optimum, a fixed
+        point) that the moving curves would otherwise hide where they meet.
 
     Returns
     -------
@@ -802,10 +824,10 @@ def slider_figure(
     if len(set(names)) != len(names):
         raise ValueError("slider values must have distinct labels; pass a finer value_format")
 
-    static = list(static)
+    static, on_top = list(static), list(on_top)
     fig = go.Figure(base) if base is not None else go.Figure()
     fig.data = []
-    fig.add_traces(static + traces[active])
+    fig.add_traces(static + traces[active] + on_top)
     moving = list(range(len(static), len(static) + len(traces[active])))
     fig.frames = [go.Frame(name=name, data=t, traces=moving) for name, t in zip(names, traces)]
 
@@ -831,11 +853,11 @@ def slider_figure(
     if layout is not None:
         fig.update_layout(layout)
     if fix_axes:
-        fig.update_layout(_ranges(fig, static + list(itertools.chain.from_iterable(traces))))
+        fig.update_layout(_ranges(fig, static + on_top + list(itertools.chain.from_iterable(traces))))
     else:
         # each frame brings its own ranges (plotly does not autorange while it animates: a
         # frame drawn on another frame's ranges can go blank)
-        per_frame = [_ranges(fig, static + t) for t in traces]
+        per_frame = [_ranges(fig, static + on_top + t) for t in traces]
         fig.frames = [go.Frame(name=f.name, data=f.data, traces=f.traces, layout=r)
                       for f, r in zip(fig.frames, per_frame)]
         fig.update_layout(per_frame[active])

@@ -127,7 +127,9 @@
     // the figure itself stays inside the page column
     const g = rect(gd), W = document.documentElement.clientWidth;
     // titles and notes are drawn whole, not cut at the figure's edge (plotly does not wrap them)
-    for (const t of p.title.concat(p.notes, p.axisTitles)) {
+    const stepLabels = Array.from(gd.querySelectorAll(".slider-container .slider-label-group text, .slider-container text.slider-label"))
+      .filter((e) => usable(rect(e))).map((e) => ({what: `slider label "${e.textContent.slice(0, 20)}"`, box: rect(e)}));
+    for (const t of p.title.concat(p.notes, p.axisTitles, stepLabels)) {
       if (t.box.l < g.l - PAD || t.box.r > g.r + PAD) problems.push(`${t.what} is cut at the figure's edge`);
     }
     if (g.r > W + PAD && !scrollsInside(gd, null)) problems.push(`the figure is ${Math.round(g.w)} px wide and reaches x = ${Math.round(g.r)} px on a ${W} px page`);

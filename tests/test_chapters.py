@@ -405,6 +405,7 @@ _UNSEEN = [
     (re.compile(r"\bchapters? \d+\b", re.I), "a chapter number (name the chapter and link it with {doc})"),
     (re.compile(r"\bour copy\b", re.I), "our copy of a paper"),
     (re.compile(r"\bPDF\b|\bgarbled\b", re.I), "the state of a copy of the paper"),
+    (re.compile(r"\bthe tests (?:check|show|verify)\b", re.I), "tests the reader does not see"),
 ]
 
 
@@ -644,3 +645,13 @@ def test_live_placeholder_shows_one_line_of_code_and_the_link(monkeypatch):
         assert expected in [c.replace("&#x27;", "'") for c in codes], (expected, codes)
         assert all("\n" not in c for c in codes)
         assert "Binder" in html and dp.LIVE_PLACEHOLDER_CLASS in html
+
+
+def test_the_unseen_reference_check_can_fail():
+    """Each pattern of :data:`_UNSEEN` finds the kind of sentence a reader met (#28, item 10)."""
+    examples = ["the tests of this chapter show", "the lab's tests", "see tests/test_x.py", "see the README",
+                "the privacy-safety analysis", "as in chapter 2", "our copy of the paper", "the PDF is garbled",
+                "the tests check it against the simplex"]
+    for pattern, what in _UNSEEN:
+        assert any(pattern.search(e) for e in examples), what
+    assert not any(p.search("the test accuracy, a chapter about tests, the paper's Figure 2") for p, _ in _UNSEEN)

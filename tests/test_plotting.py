@@ -439,3 +439,11 @@ def test_the_page_figure_draws_scripts_and_names_every_table_row(monkeypatch):
     assert "DiceSGD x<sub>t</sub>" in page and "error ‖e<sub>t</sub>‖" in page and "x_t" not in page
     assert "band around DiceSGD xₜ, lower edge" in html and "reference line y = 0" in html
     assert "scatter 2" not in html
+
+
+def test_slider_on_top_traces_are_drawn_last_and_never_move():
+    frames = {v: [go.Scatter(x=[0, 1], y=[v, v], name="moving")] for v in (1.0, 2.0)}
+    ref = go.Scatter(x=[0, 1], y=[0, 0], name="x* = 0")
+    fig = dp.slider_figure(frames, slider_label="v", static=[go.Scatter(x=[0, 1], y=[5, 5], name="under")], on_top=[ref])
+    assert [t.name for t in fig.data] == ["under", "moving", "x* = 0"]
+    assert all(list(f.traces) == [1] for f in fig.frames)
