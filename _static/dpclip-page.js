@@ -52,7 +52,7 @@
       if (!s.textContent.trim() && !s.getAttribute("aria-label")) s.setAttribute("aria-label", "Show or hide the pages under this entry");
     });
   }
-  // a formula that scrolls sideways says so: a shade at the edge where more of it lies
+  // a formula or a table that scrolls sideways says so: a shade at the edge where more of it lies
   // (dpclip-more-right / dpclip-more-left, _static/dpclip.css), updated as it scrolls
   function scrollCue(c) {
     var more = c.scrollWidth > c.clientWidth + 1;
@@ -60,7 +60,8 @@
     c.classList.toggle("dpclip-more-left", more && c.scrollLeft > 1);
   }
   function scrollCues() {
-    var all = document.querySelectorAll('mjx-container[display="true"], mjx-container.dpclip-wide-math');
+    var all = document.querySelectorAll('mjx-container[display="true"], mjx-container.dpclip-wide-math, ' +
+                                        'div.cell_output > .output, div.pst-scrollable-table-container');
     Array.prototype.forEach.call(all, function (c) {
       scrollCue(c);
       if (!c.dataset.dpclipCue) {
