@@ -548,6 +548,17 @@ def _reader_trace(trace: Mapping[str, Any], named: bool = False) -> dict:
     for key in ("name", "legendgrouptitle"):
         if key in trace:
             trace[key] = _scripts_in(trace[key], key if key == "name" else None)
+    if (trace.get("type") == "histogram" and trace.get("nbinsx") and not trace.get("xbins")
+            and trace.get("x") is not None and trace.get("y") is None):
+        # plotly would pick its own "nice" bins near nbinsx, taller than the ones the figure's
+        # fixed ranges were computed with (_histogram_extent): its tallest bar could leave the panel
+        import numpy as np
+
+        arr = np.asarray(trace["x"], dtype=float) if isinstance(trace["x"], np.ndarray) else _array(trace["x"])
+        vals = arr[np.isfinite(arr)] if arr is not None and arr.dtype.kind in "fiu" else np.array([])
+        if vals.size >= 2 and vals.max() > vals.min():
+            size = float(vals.max() - vals.min()) / int(trace["nbinsx"])
+            trace["xbins"] = dict(start=float(vals.min()), end=float(vals.max()) + 1e-6 * size, size=size)
     fill = trace.get("fill")
     if fill not in (None, "none") and "mode" not in trace and trace.get("type", "scatter") == "scatter":
         # a band: plotly's default mode for < 20 points is lines+markers, which puts markers

@@ -447,3 +447,18 @@ def test_slider_on_top_traces_are_drawn_last_and_never_move():
     fig = dp.slider_figure(frames, slider_label="v", static=[go.Scatter(x=[0, 1], y=[5, 5], name="under")], on_top=[ref])
     assert [t.name for t in fig.data] == ["under", "moving", "x* = 0"]
     assert all(list(f.traces) == [1] for f in fig.frames)
+
+
+def test_histograms_are_drawn_with_the_bins_their_range_was_computed_with(monkeypatch):
+    """A fixed y range from numpy's bins, and plotly's own 'nice' bins, disagree: the tallest bar
+    left its panel (#28, a third reading). The page figure pins plotly's bins to numpy's."""
+    monkeypatch.setenv(dp.HTML_ONLY_ENV, "1")
+    rng = np.random.default_rng(0)
+    frames = {e: [go.Histogram(x=rng.normal(e, 1, 400), nbinsx=40)] for e in (0.0, 1.0)}
+    fig = dp.slider_figure(frames, slider_label="epoch")
+    html = dp.BookRenderer().to_mimebundle(fig.to_dict())["text/html"]
+    page = re.sub(r"\\u([0-9a-fA-F]{4})", lambda m: chr(int(m.group(1), 16)), html)
+    assert '"xbins":{' in page
+    trace = dp._reader_trace(fig.data[0].to_plotly_json())
+    x = np.asarray(fig.data[0].x)
+    assert trace["xbins"]["start"] == x.min() and abs(trace["xbins"]["size"] - (x.max() - x.min()) / 40) < 1e-12
