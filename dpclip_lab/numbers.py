@@ -14,6 +14,12 @@ _SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
 _EXPONENT_FORM = re.compile(r"([+\-]?)(\d+(?:\.\d*)?)[eE]([+\-]?\d+)")
 
 
+def _power_form(mantissa: str, exponent: str) -> str:
+    """``"2.1", "-03"`` as ``"2.1 × 10⁻³"`` (a mantissa of 1 as ``"10⁻³"``)."""
+    power = "10" + str(int(exponent)).translate(_SUPERSCRIPT)
+    return power if mantissa in ("1", "1.") else f"{mantissa} × {power}"
+
+
 def fmt(value: float, spec: str = ".3g") -> str:
     """Lab utility: a number for prose and tables, as ``format(value, spec)`` but written for a reader.
 
@@ -39,8 +45,7 @@ def fmt(value: float, spec: str = ".3g") -> str:
     m = _EXPONENT_FORM.fullmatch(out)
     if m:
         sign, mantissa, exponent = m.groups()
-        power = "10" + str(int(exponent)).translate(_SUPERSCRIPT)
-        out = sign + (power if mantissa in ("1", "1.") else f"{mantissa} × {power}")
+        out = sign + _power_form(mantissa, exponent)
     return out
 
 
@@ -64,7 +69,6 @@ def readable(text: str) -> str:
     e = _EXPONENT_FORM.fullmatch(body)
     if e:
         _, mantissa, exponent = e.groups()
-        power = "10" + str(int(exponent)).translate(_SUPERSCRIPT)
-        body = power if mantissa in ("1", "1.") else f"{mantissa} × {power}"
+        body = _power_form(mantissa, exponent)
     zero = set(body.split(" ")[0].rstrip("%").replace(",", "")) <= set("0.")
     return ("" if zero or not sign else "+" if sign == "+" else "−") + body
