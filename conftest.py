@@ -12,8 +12,11 @@ outputs, cell by cell) is written to :data:`EXECUTED`. The book-build test
 reads (``_ext/reuse_executions.py``): a chapter whose code is unchanged is not executed
 again; any other is executed by the build as usual.
 
-Only executions of this session are reused: the controller empties :data:`EXECUTED` when
-the session starts. The same holds for ``otter assign``: the classroom tests and the
+Only executions of this session are reused: each pytest session keeps them in a folder of its
+own under :data:`EXECUTED` (:func:`session_dir`, named by the controller's process id), so a
+second pytest started while a full run goes on can neither delete nor overwrite the first
+one's (it once did: the build then waited 15 minutes for two chapters whose executions a small
+second session had emptied). The same holds for ``otter assign``: the classroom tests and the
 book build (which writes the student copies the pages link) share its output per master
 through :data:`ASSIGN_CACHE` (``DPCLIP_ASSIGN_CACHE``, ``tools/assign.py``). A chapter that failed under nbval leaves a ``.failed`` marker (so the
 build does not wait for it) and is executed by the build, which fails on it too.
@@ -43,10 +46,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent
-#: Executed chapters of this session: ``<path under book/>.ipynb`` or ``….failed``.
+#: Executed chapters, one folder per session: ``<session>/<path under book/>.ipynb`` or ``….failed``.
 EXECUTED = ROOT / "_build" / ".nbval-executed"
-#: ``otter assign`` outputs of this session (``tools/assign.py``), reused by the book build.
+#: ``otter assign`` outputs, one folder per session (``tools/assign.py``), reused by the book build.
 ASSIGN_CACHE = ROOT / "_build" / ".assign-cache"
+#: Environment variable naming this pytest session (the controller's process id); workers inherit it.
+SESSION_ENV = "DPCLIP_TEST_SESSION"
 BOOK_TEST = "tests/test_book_html.py"
 ASSIGNMENT_TEST = "tests/test_assignments.py"
 
@@ -86,10 +91,42 @@ def _environ(values: dict[str, str]):
                 os.environ[k] = v
 
 
+def session_dir(base: Path) -> Path:
+    """This pytest session's folder under ``base`` (:data:`EXECUTED` or :data:`ASSIGN_CACHE`)."""
+    return base / os.environ.get(SESSION_ENV, str(os.getpid()))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def _start_session() -> None:
+    """Name this session and remove the folders of sessions whose controller is gone."""
+    os.environ[SESSION_ENV] = str(os.getpid())
+    for base in (EXECUTED, ASSIGN_CACHE):
+        if not base.is_dir():
+            continue
+        for old in base.iterdir():
+            running = (old.is_dir() and old.name.isdigit() and old.name != str(os.getpid())
+                       and _pid_alive(int(old.name)))
+            if running:
+                continue  # another pytest session's, still going
+            if old.is_dir():
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                old.unlink(missing_ok=True)
+
+
 def executed_path(notebook: Path, suffix: str = ".ipynb") -> Path:
     """Where this session's nbval execution of ``notebook`` is written."""
     rel = Path(notebook).resolve().relative_to(ROOT)
-    return EXECUTED / rel.with_suffix(suffix)
+    return session_dir(EXECUTED) / rel.with_suffix(suffix)
 
 
 # --------------------------------------------------------------------------- session
@@ -118,15 +155,21 @@ def _share_the_cores(workers: int) -> None:
 
 def pytest_configure(config):
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
-        shutil.rmtree(EXECUTED, ignore_errors=True)
-        shutil.rmtree(ASSIGN_CACHE, ignore_errors=True)
+        _start_session()
     else:
+        os.environ[SESSION_ENV] = config.workerinput.get(SESSION_ENV) or os.environ.get(SESSION_ENV, "")
         _share_the_cores(int(config.workerinput.get("workercount", 1)))
     # otter assign's output per master, shared by the classroom tests and the book build
     # (tools/assign.py, ASSIGN_CACHE_ENV); subprocesses inherit it.
-    os.environ["DPCLIP_ASSIGN_CACHE"] = str(ASSIGN_CACHE)
+    os.environ["DPCLIP_ASSIGN_CACHE"] = str(session_dir(ASSIGN_CACHE))
     config._dpclip_kernel_env = None
     _retry_kernel_starts()
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook
+def pytest_configure_node(node):
+    """Tell each worker the session's name (it also inherits the controller's environment)."""
+    node.workerinput[SESSION_ENV] = os.environ[SESSION_ENV]
 
 
 def _rank(item) -> int:
