@@ -20,7 +20,11 @@ def _power_form(mantissa: str, exponent: str) -> str:
     return power if mantissa in ("1", "1.") else f"{mantissa} × {power}"
 
 
-def fmt(value: float, spec: str = ".3g") -> str:
+#: What :func:`fmt` prints for a value it is told is rounding error (``zero_below``).
+ROUNDING_ZERO = "0 (rounding error)"
+
+
+def fmt(value: float, spec: str = ".3g", *, zero_below: float | None = None) -> str:
     """Lab utility: a number for prose and tables, as ``format(value, spec)`` but written for a reader.
 
     * Never ``-0``: a small negative value rounded to zero prints ``"-0.0000"`` with ``format``;
@@ -29,10 +33,16 @@ def fmt(value: float, spec: str = ".3g") -> str:
       (``928,441``, not ``928441``).
     * No exponent form: where ``format`` writes ``3.65e+03`` or ``1.5e-09``, this writes
       ``3.65 × 10³`` and ``1.5 × 10⁻⁹`` (``1e+06`` becomes ``10⁶``).
+    * ``zero_below``: a value smaller in magnitude is floating-point rounding of an exact zero
+      (an asymmetry of 1.1 × 10⁻¹⁶ where the theory says 0) and prints :data:`ROUNDING_ZERO`.
     """
     if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
         raise TypeError(f"value must be a number, got {type(value).__name__}")
+    if zero_below is not None and not (isinstance(zero_below, (int, float)) and zero_below > 0):
+        raise ValueError(f"zero_below must be a positive number or None, got {zero_below!r}")
     v = value if isinstance(value, int) else float(value)   # an int keeps integer specs ("d")
+    if zero_below is not None and math.isfinite(v) and abs(v) < zero_below:
+        return ROUNDING_ZERO
     if spec == ".3g" and math.isfinite(v) and v == int(v) and abs(v) >= 1e4 and abs(v) < 1e15:
         out = f"{int(v):,}"
     else:

@@ -364,7 +364,8 @@ def _text(value) -> str:
     """Plain text of a plotly title or name (no HTML tags; sub- and superscripts as characters)."""
     if isinstance(value, Mapping):
         value = value.get("text")
-    return re.sub(r"<[^>]+>", "", _plain_scripts(str(value or ""))).strip()
+    text = re.sub(r"\s*<br\s*/?>\s*", " ", _plain_scripts(str(value or "")))   # a line break is a space
+    return re.sub(r"<[^>]+>", "", text).strip()
 
 
 #: TeX-like scripts written in a figure's text ("x_t", "F_{c,k}", "ℝ^p"): plotly shows them as typed.
@@ -415,6 +416,8 @@ def _num(v: float) -> str:
 
 #: Rows of a figure's "Show the numbers" table when its curves share their x values.
 _TABLE_ROWS = 12
+#: A grid of at most this many x values is shown whole (a reader missed c = 0.3162 of sixteen).
+_TABLE_ALL_ROWS = 20
 
 
 def figure_label(fig_dict: Mapping[str, Any]) -> str:
@@ -453,36 +456,45 @@ def numbers_table(fig_dict: Mapping[str, Any]) -> str:
 
     import numpy as np
 
-    rows = []
+    rows, axes = [], []
     data = list(fig_dict.get("data") or [])
+    layout = fig_dict.get("layout") or {}
+    bars = _category_table(data, layout)
+    if bars:
+        return bars
     for k, tr in enumerate(data):
         x, y = _array(tr.get("x")), _array(tr.get("y"))
         if y is None and x is None:
             continue
         if y is not None and y.ndim != 1 or x is not None and x.ndim != 1:
             continue
-        name = _html_scripts(tr.get("name")) or _html_scripts(_unnamed(data, k, x, y))
+        name = _html_scripts(tr.get("name")) or _html_scripts(_unnamed(data, k, x, y, fig_dict.get("layout")))
         if x is None:
             x = np.arange(len(y), dtype=float)
         if y is None:
             y = np.full(len(x), np.nan)
         rows.append((name, x.astype(float), y.astype(float)))
+        axes.append(layout.get("xaxis" + (tr.get("xaxis") or "x")[1:]) or {})
     if not rows:
         return ""
-    layout = fig_dict.get("layout") or {}
-    xt = _text((layout.get("xaxis") or {}).get("title")) or "x"
+    # the first x axis may carry no title where it shares the x of a panel below it
+    xt = next((t for key in sorted((k for k in layout if re.fullmatch(r"xaxis\d*", k)), key=lambda k: int(k[5:] or 1))
+               for t in [_text((layout[key] or {}).get("title"))] if t), "x")
     # curves that share a name (one per value of x, e.g. a column of seeds): each row says its x
     names = [r[0] for r in rows]
-    rows = [(f"{n}, {_html.escape(xt)} = {_num(float(x[0]))}" if names.count(n) > 1 and len(x) and np.all(x == x[0]) else n, x, y)
-            for n, x, y in rows]
+    rows = [(f"{n}, {_html.escape(_text(axis.get('title')) or xt)} = {_tick(axis, float(x[0]))}"
+             if names.count(n) > 1 and len(x) and np.all(x == x[0]) else n, x, y)
+            for (n, x, y), axis in zip(rows, axes)]
     esc = _html.escape
     same_x = len(rows) > 1 and all(len(r[1]) == len(rows[0][1]) and np.allclose(r[1], rows[0][1], equal_nan=True)
                                    for r in rows) and len(rows) <= 8
     if same_x or len(rows) == 1 and len(rows[0][1]) <= 4 * _TABLE_ROWS:
         x0 = rows[0][1]
-        pick = np.unique(np.linspace(0, len(x0) - 1, min(len(x0), _TABLE_ROWS)).round().astype(int)) if len(x0) else []
+        # every row of a short grid (a slider's 16 clip norms: none skipped); twelve of a long one
+        rows_shown = len(x0) if len(x0) <= _TABLE_ALL_ROWS else _TABLE_ROWS
+        pick = np.unique(np.linspace(0, len(x0) - 1, rows_shown).round().astype(int)) if len(x0) else []
         head = "".join(f"<th scope='col'>{r[0]}</th>" for r in rows)
-        body = "".join("<tr><th scope='row'>" + _num(x0[i]) + "</th>" + "".join(f"<td>{_num(r[2][i])}</td>" for r in rows)
+        body = "".join("<tr><th scope='row'>" + _tick(axes[0], float(x0[i])) + "</th>" + "".join(f"<td>{_num(r[2][i])}</td>" for r in rows)
                        + "</tr>" for i in pick)
         return f"<table><thead><tr><th scope='col'>{esc(xt)}</th>{head}</tr></thead><tbody>{body}</tbody></table>"
     body = ""
@@ -495,21 +507,111 @@ def numbers_table(fig_dict: Mapping[str, Any]) -> str:
             f"<th scope='col'>x range</th><th scope='col'>y range</th></tr></thead><tbody>{body}</tbody></table>")
 
 
+def _tick(axis: Mapping[str, Any], v: float) -> str:
+    """``v`` as the axis labels it: its tick text where the axis names its ticks (k = 0 drawn at
+    0.3 on a log axis reads "0"), else the number."""
+    import html as _html
+
+    vals, texts = axis.get("tickvals"), axis.get("ticktext")
+    if isinstance(vals, (list, tuple)) and isinstance(texts, (list, tuple)):
+        for tv, tt in zip(vals, texts):
+            if isinstance(tv, (int, float)) and abs(float(tv) - v) <= 1e-9 * max(1.0, abs(v)):
+                return _html.escape(_text(tt))
+    return _num(v)
+
+
+def _category_table(data: list, layout: Mapping[str, Any]) -> str:
+    """A bar chart over named categories as a table: one row per category, one column per bar
+    trace (its value); "" when the figure has no such bars."""
+    import html as _html
+
+    bars = [t for t in data if t.get("type") == "bar"]
+    if not bars:
+        return ""
+    cols = []
+    for tr in bars:
+        horizontal = tr.get("orientation") == "h"
+        cats, vals = (tr.get("y"), tr.get("x")) if horizontal else (tr.get("x"), tr.get("y"))
+        vals = _array(vals)
+        if not (isinstance(cats, (list, tuple)) and cats and all(isinstance(c, str) for c in cats)) or vals is None:
+            return ""
+        axis = layout.get("xaxis" if horizontal else "yaxis") or {}
+        cols.append((_html_scripts(tr.get("name")) or _html.escape(_text(axis.get("title")) or "value"),
+                     dict(zip(cats, vals.astype(float)))))
+    cats = list(dict.fromkeys(c for _, col in cols for c in col))
+    side = _text((layout.get("yaxis" if bars[0].get("orientation") == "h" else "xaxis") or {}).get("title"))
+    head = "".join(f"<th scope='col'>{name}</th>" for name, _ in cols)
+    body = "".join("<tr><th scope='row'>" + _html_scripts(c) + "</th>"
+                   + "".join(f"<td>{_num(col[c]) if c in col else '–'}</td>" for _, col in cols) + "</tr>" for c in cats)
+    return (f"<table><thead><tr><th scope='col'>{_html.escape(side or 'category')}</th>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table>")
+
+
 def _html_scripts(value) -> str:
     """A trace name for an HTML table: escaped, with its sub- and superscripts (:func:`plot_text`)
     kept as ``<sub>``/``<sup>`` (other tags dropped)."""
     import html as _html
 
     text = plot_text(value.get("text") if isinstance(value, Mapping) else str(value or ""))
-    text = re.sub(r"<(?!/?(?:sub|sup)>)[^>]+>", "", text).strip()
+    text = re.sub(r"<(?!/?(?:sub|sup)>)[^>]+>", "", re.sub(r"\s*<br\s*/?>\s*", " ", text)).strip()
     parts = re.split(r"(</?(?:sub|sup)>)", text)
     return "".join(p if re.fullmatch(r"</?(?:sub|sup)>", p) else _html.escape(p) for p in parts)
 
 
-def _unnamed(data: list, k: int, x, y) -> str:
+def _panel_title(layout: Mapping[str, Any], xref: str, yref: str) -> str:
+    """The title of the subplot on axes ``xref``/``yref`` ("x2", "y2"): the annotation that plotly's
+    ``make_subplots`` centres above the panel; "" if there is none."""
+    xdom = (layout.get("xaxis" + xref[1:]) or {}).get("domain") or [0, 1]
+    ydom = (layout.get("yaxis" + yref[1:]) or {}).get("domain") or [0, 1]
+    centre, top = (float(xdom[0]) + float(xdom[1])) / 2, float(ydom[1])
+    for ann in layout.get("annotations") or []:
+        if (ann.get("xref") == "paper" and ann.get("yref") == "paper" and ann.get("yanchor") == "bottom"
+                and isinstance(ann.get("x"), (int, float)) and isinstance(ann.get("y"), (int, float))
+                and abs(float(ann["x"]) - centre) < 0.02 and abs(float(ann["y"]) - top) < 0.02):
+            return _text(ann.get("text"))
+    return ""
+
+
+def _described(tr: Mapping[str, Any], layout: Mapping[str, Any], data: list) -> str:
+    """Words for an unnamed trace from what the figure says about it: the fixed text of its hover
+    label ("DPSGD-GC: chosen η"), the quantity its axis shows (a histogram *of* its x axis, a
+    heatmap's colour bar, a curve's y axis) and its panel's title; "" if the figure says nothing."""
+    hover = re.sub(r"%\{[^}]*\}|<extra>.*?</extra>|<[^>]+>", "", str(tr.get("hovertemplate") or ""))
+    hover = re.sub(r"\s*[=:]\s*$", "", re.sub(r"\s+", " ", hover)).strip(" ,;")
+    if len(re.sub(r"[\W\d_]", "", hover)) >= 3 and "=" not in hover:
+        return _text(hover)
+    text = tr.get("text")
+    text = text[0] if isinstance(text, (list, tuple)) and len(text) == 1 else text
+    if isinstance(text, str) and len(re.sub(r"[\W\d_]", "", text)) >= 3:
+        return _text(text)      # a marked point that says what it is ("Thm 2.2 breaks at ε = 0.53")
+    xref, yref = tr.get("xaxis") or "x", tr.get("yaxis") or "y"
+    xt = _text((layout.get("xaxis" + xref[1:]) or {}).get("title"))
+    yt = _text((layout.get("yaxis" + yref[1:]) or {}).get("title"))
+    panel = _panel_title(layout, xref, yref)
+    kind = tr.get("type", "scatter")
+    if kind == "histogram":
+        what = f"histogram of {xt or yt}" if (xt or yt) else "histogram"
+    elif kind in ("heatmap", "contour"):
+        bar = _text(((tr.get("colorbar") or {}).get("title")))
+        what = bar or (f"colour over {xt} and {yt}" if xt and yt else "")
+    elif kind == "bar":
+        what = f"bars of {xt if tr.get('orientation') == 'h' else yt}".strip() if (xt or yt) else ""
+    elif tr.get("mode") == "markers":
+        return f"points ({panel})" if panel else ""
+    else:
+        # a curve is its panel's, or says what its y axis shows where the figure has more than one
+        several = len({t.get("yaxis") or "y" for t in data}) > 1
+        return panel or (yt if several else "")
+    if panel and what and panel not in what:
+        return f"{what} ({panel})"
+    return what or panel
+
+
+def _unnamed(data: list, k: int, x, y, layout: Mapping[str, Any] | None = None) -> str:
     """What an unnamed trace of a figure is, for its row of the numbers table: the edge of a band
-    (named after the curve it shades), a reference line, or an unlabelled curve ("scatter 2" says
-    nothing to a reader)."""
+    (named after the curve it shades), a reference line, what the figure's axes, panel titles and
+    hover labels say it is (:func:`_described`), or, last, an unlabelled curve ("scatter 2" says
+    nothing to a reader; the book's checks fail on "unlabelled" too: a chapter then names it)."""
     import numpy as np
 
     tr = data[k]
@@ -527,6 +629,11 @@ def _unnamed(data: list, k: int, x, y) -> str:
         v = None if vals is None else vals[np.isfinite(vals)] if vals.dtype.kind == "f" else None
         if v is not None and v.size >= 2 and np.all(v == v[0]):
             return f"reference line {axis} = {_num(float(v[0]))}"
+    said = _described(tr, layout or {}, data)
+    if said:
+        return said
+    if group and kin:
+        return f"{kin} (a second curve)"
     return f"unlabelled {tr.get('type', 'scatter')} {k + 1}"
 
 

@@ -356,6 +356,16 @@ def test_readable_rejects_non_strings():
 def test_fmt_rejects_non_numbers():
     with pytest.raises(TypeError, match="value"):
         dp.fmt("1.0")
+    with pytest.raises(ValueError, match="zero_below"):
+        dp.fmt(1.0, zero_below=-1e-12)
+
+
+def test_fmt_says_rounding_error_is_zero():
+    """An exact zero computed in floating point (1.1e-16) is not a number to show a reader."""
+    assert dp.fmt(1.1102230246251565e-16, ".2g", zero_below=1e-12) == "0 (rounding error)"
+    assert dp.fmt(-8.0e-17, ".2g", zero_below=1e-12) == "0 (rounding error)"
+    assert dp.fmt(0.0704, ".2g", zero_below=1e-12) == "0.07"
+    assert dp.fmt(2e-9, ".1g", zero_below=1e-12) == "2 × 10⁻⁹"      # small, but not rounding
 
 
 def test_frames_bring_their_own_ranges_when_axes_are_not_fixed():
@@ -462,3 +472,41 @@ def test_histograms_are_drawn_with_the_bins_their_range_was_computed_with(monkey
     trace = dp._reader_trace(fig.data[0].to_plotly_json())
     x = np.asarray(fig.data[0].x)
     assert trace["xbins"]["start"] == x.min() and abs(trace["xbins"]["size"] - (x.max() - x.min()) / 40) < 1e-12
+
+
+def _table_heads(fig) -> list[str]:
+    return re.findall(r"<th scope='(?:row|col)'>(.*?)</th>", dp.numbers_table(fig))
+
+
+def test_numbers_table_names_unnamed_traces_from_what_the_figure_says():
+    """A "Show the numbers" row says what an unnamed trace is: a histogram of its axis, the points
+    of a titled panel, a hover label's text, a marked point's text, a colour bar's title (a
+    third reading of #28 met "unlabelled histogram 3")."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("epoch 0", "epoch 15"))
+    fig.add_trace(go.Histogram(x=[0.1, 0.2, 0.4], showlegend=False), row=1, col=1)
+    fig.add_trace(go.Scatter(x=[0, 1], y=[2, 3], mode="markers", showlegend=False), row=1, col=2)
+    fig.update_xaxes(title_text="cosine", row=1, col=1)
+    heads = _table_heads(fig.to_dict())
+    assert "histogram of cosine (epoch 0)" in heads and "points (epoch 15)" in heads, heads
+    marked = go.Figure([go.Scatter(x=[1, 2], y=[1, 4], name="bound"),
+                        go.Scatter(x=[1.5], y=[2], mode="markers+text", text=["Thm 2.2 breaks at ε = 7.97"]),
+                        go.Scatter(x=[1.2], y=[3], mode="markers", hovertemplate="DPSGD-GC: chosen η = %{x:g}<extra></extra>")])
+    assert _table_heads(marked.to_dict())[-2:] == ["Thm 2.2 breaks at ε = 7.97", "DPSGD-GC: chosen η"]
+    heat = go.Figure(go.Heatmap(z=[[1, 2], [3, 4]], x=[0, 1], y=[0, 1], colorbar=dict(title="‖J−Jᵀ‖/‖J‖")))
+    assert "‖J−Jᵀ‖/‖J‖" in _table_heads(heat.to_dict())
+    # nothing to say: the last resort, which the book's page check rejects
+    assert any(h.startswith("unlabelled scatter") for h in _table_heads(go.Figure(
+        [go.Scatter(x=[1, 2], y=[1, 2], name="a"), go.Scatter(x=[1, 3], y=[2, 5])]).to_dict()))
+
+
+def test_numbers_table_bars_over_categories_and_short_grids_whole():
+    bars = go.Figure(go.Bar(y=["Song Thm 2.2<br>ε = 1", "DiceSGD"], x=[0.76, 1.5], orientation="h"),
+                     layout=dict(xaxis_title="ratio", yaxis_title="formula"))
+    assert _table_heads(bars.to_dict()) == ["formula", "ratio", "Song Thm 2.2 ε = 1", "DiceSGD"]
+    grid = np.logspace(-2, 1.75, 16)   # steps of 10^0.25: 0.3162 among them
+    heads = _table_heads(go.Figure(go.Scatter(x=grid, y=grid ** 2, name="b")).to_dict())
+    assert len(heads) == 2 + 16 and "0.3162" in heads, heads      # none of sixteen skipped
+    long = np.linspace(0, 1, 40)
+    assert len(_table_heads(go.Figure(go.Scatter(x=long, y=long, name="b")).to_dict())) == 2 + 12
