@@ -426,6 +426,51 @@
     if (Object.keys(update).length) window.Plotly.relayout(gd, update);
   }
 
+  // Tick labels of one axis drawn on each other (plotly's log axes label the digits 2-9 of each
+  // decade, "D1", or 2 and 5, "D2", from an estimate of the label size that the superscripted
+  // "10⁻³" beats on a short panel): the axis gets coarser ticks, D1 -> D2 -> every decade -> every
+  // second decade; a linear axis gets half as many. Checked again after each redraw (a few times).
+  function crowded(labels) {
+    var boxes = labels.map(function (el) { return el.getBoundingClientRect(); })
+      .filter(function (r) { return r.width > 0 && r.height > 0; });
+    for (var i = 0; i < boxes.length; i++) {
+      for (var j = i + 1; j < boxes.length; j++) {
+        var a = boxes[i], b = boxes[j];
+        if (Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1 && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1) return true;
+      }
+    }
+    return false;
+  }
+
+  var LOG_STEPS = ["D1", "D2", 1, 2, 3, 5];
+
+  function thinTicks(gd) {
+    var fl = gd._fullLayout, update = {};
+    if (!fl || !window.Plotly) return;
+    gd._dpclipThinned = gd._dpclipThinned || {};
+    Object.keys(fl).forEach(function (key) {
+      if (!/^[xy]axis\d*$/.test(key)) return;
+      var ax = fl[key];
+      if (!ax || !ax._id || ax.visible === false || ax.tickmode === "array") return;
+      var labels = Array.prototype.filter.call(gd.querySelectorAll("." + ax._id + "tick text"),
+        function (el) { return (el.textContent || "").trim(); });
+      if (labels.length < 2 || !crowded(labels)) return;
+      var tries = (gd._dpclipThinned[key] || 0) + 1;
+      if (tries > 4) return;
+      gd._dpclipThinned[key] = tries;
+      if (ax.type === "log") {
+        var at = LOG_STEPS.indexOf(ax.dtick);
+        var next = at >= 0 ? LOG_STEPS[at + 1] : typeof ax.dtick === "number" ? 2 * ax.dtick : "D2";
+        if (next === undefined) next = 2 * LOG_STEPS[LOG_STEPS.length - 1];
+        update[key + ".dtick"] = next;
+        if (typeof next === "number") update[key + ".tick0"] = 0;
+      } else if (ax.type === "linear" || ax.type === "-") {
+        update[key + ".nticks"] = Math.max(2, Math.floor(labels.length / 2));
+      }
+    });
+    if (Object.keys(update).length) window.Plotly.relayout(gd, update);
+  }
+
   function text(title) {
     if (!title) return "";
     return typeof title === "string" ? title : (title.text || "");
@@ -441,10 +486,10 @@
 
   function setUp(gd) {
     if (gd._fullData && !gd.dataset.dpclipStackChecked) { gd.dataset.dpclipStackChecked = "1"; stackPanels(gd); }
-    if (gd._fullData) { keyboardSlider(gd); buildLegend(gd); fitTitles(gd); }
+    if (gd._fullData) { keyboardSlider(gd); buildLegend(gd); fitTitles(gd); thinTicks(gd); }
     if (gd.on && !gd.dataset.dpclipHooked) {
       gd.dataset.dpclipHooked = "1";
-      gd.on("plotly_afterplot", function () { keyboardSlider(gd); buildLegend(gd); fitTitles(gd); });
+      gd.on("plotly_afterplot", function () { keyboardSlider(gd); buildLegend(gd); fitTitles(gd); thinTicks(gd); });
     }
   }
 
@@ -452,7 +497,7 @@
     Array.prototype.forEach.call(document.querySelectorAll(".plotly-graph-div"), setUp);
   }
 
-  window.dpclipFigures = {scan: scan, legendItems: legendItems, goToStep: goToStep, stackPanels: stackPanels, fitTitles: fitTitles};
+  window.dpclipFigures = {scan: scan, legendItems: legendItems, goToStep: goToStep, stackPanels: stackPanels, fitTitles: fitTitles, thinTicks: thinTicks};
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", scan);
   else scan();
   window.addEventListener("load", scan);

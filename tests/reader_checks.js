@@ -8,6 +8,7 @@
 //       otherwise only the first, active and last steps.
 (() => {
   const PAD = 1.5;  // px of tolerance for anti-aliased edges
+  const MIN_PLOT = 120;  // px: the narrowest plot area (and half of it the lowest) a reader can read data in
   const MIN_INSIDE = 0.2;  // share of a subplot's points that must lie inside its axes (a zoom may cut tails)
 
   const describe = (el) => {
@@ -124,6 +125,16 @@
     for (let i = 0; i < p.notes.length; i++) pairs([p.notes[i]], p.notes.slice(i + 1));
     for (let i = 0; i < p.axisTitles.length; i++) pairs([p.axisTitles[i]], p.axisTitles.slice(i + 1));
     pairs(p.axisTitles, p.notes.concat(p.title), "an axis title on a title");
+    // a panel leaves room for its data (long category labels once squeezed a bar chart to 10 px)
+    for (const a of p.plots) {
+      if (a.box.w < MIN_PLOT || a.box.h < MIN_PLOT / 2) problems.push(`${a.what} is ${Math.round(a.box.w)} × ${Math.round(a.box.h)} px: no room for its data`);
+    }
+    // the tick labels of one axis stand apart (a log axis with its 2 and 5 labels on a short panel)
+    gd.querySelectorAll(".xaxislayer-above, .yaxislayer-above").forEach((layer) => {
+      const ticks = Array.from(layer.querySelectorAll("text")).filter((e) => usable(rect(e)) && e.textContent.trim())
+        .map((e) => ({what: `tick label "${e.textContent.slice(0, 12)}"`, box: rect(e)}));
+      for (let i = 0; i < ticks.length; i++) pairs([ticks[i]], ticks.slice(i + 1), "tick labels on each other");
+    });
     // the figure itself stays inside the page column
     const g = rect(gd), W = document.documentElement.clientWidth;
     // titles and notes are drawn whole, not cut at the figure's edge (plotly does not wrap them)

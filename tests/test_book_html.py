@@ -575,6 +575,34 @@ def test_the_colour_check_can_fail():
     assert [p.split("'")[1] for p in _colours_named_not_drawn(fig)] == ["green"]
 
 
+def _alike_curves(fig: dict) -> list[str]:
+    """Curves of one figure with different legend names drawn alike (one colour, dash, marker and
+    fill): the legend lists them, the reader cannot tell them apart (#28: three seeds, one colour)."""
+    looks: dict[tuple, set] = {}
+    for t in fig.get("data") or []:
+        if not t.get("name") or t.get("showlegend") is False or t.get("visible") == "legendonly":
+            continue
+        line, marker = t.get("line") or {}, t.get("marker") or {}
+        color = line.get("color") or marker.get("color") or t.get("fillcolor")
+        if color is None or not isinstance(color, str):
+            continue          # plotly's colour cycle gives each its own
+        key = (t.get("type", "scatter"), t.get("mode"), color.lower(), line.get("dash"), marker.get("symbol"), t.get("fill"))
+        looks.setdefault(key, set()).add(t["name"])
+    return [f"{sorted(names)} are drawn alike ({key[2]}, {key[1] or key[0]})" for key, names in looks.items() if len(names) > 1]
+
+
+def test_curves_a_legend_names_apart_look_apart(built_book):
+    bad = [f"{page.relative_to(built_book)}, figure {k}: {p}" for page in _chapter_pages(built_book)
+           for k, fig in enumerate(_plotly_figures(page.read_text(errors="replace"))) for p in _alike_curves(fig)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_alike_check_can_fail():
+    fig = {"data": [{"name": f"seed {r}", "mode": "lines", "line": {"color": "#CC79A7"}} for r in range(3)]
+           + [{"name": "x", "line": {"color": "#CC79A7", "dash": "dash"}}, {"name": "y"}, {"name": "z"}]}
+    assert len(_alike_curves(fig)) == 1 and "seed 2" in _alike_curves(fig)[0]
+
+
 def test_numbers_in_prose_are_formatted(built_book):
     """No "-0.0000", no "928441", no "7 and 7" in a chapter's text (issue #10, item 6)."""
     bad = []
@@ -660,8 +688,9 @@ RAW_MYST = re.compile(r"\{(?:prf:[\w-]+|cite(?::\w+)?|glue(?::\w+)?|doc|ref|numr
 
 #: Text of a figure (trace names, titles, annotations, slider labels) in plotly's JSON on a page.
 _FIGURE_TEXT = re.compile(r'"(?:name|text|prefix|label)":"((?:[^"\\]|\\.){1,200})"')
-#: A figure's table row named by plotly's default ("scatter 2", "trace 3"): it says nothing.
-_DEFAULT_NAME = re.compile(r"<th scope='(?:row|col)'>(?:scatter|trace|bar|histogram) \d+</th>")
+#: A figure's table row named by plotly's default ("scatter 2", "trace 3") or by a number ("unlabelled
+#: histogram 3", the renderer's last resort): it says nothing (a third reading of #28 met the second).
+_DEFAULT_NAME = re.compile(r"<th scope='(?:row|col)'>(?:unlabelled )?(?:scatter|trace|bar|histogram|heatmap) \d+</th>")
 
 
 def _figure_text_problems(html: str) -> list[str]:
@@ -686,8 +715,8 @@ def test_figure_text_reads_as_text(built_book):
 
 def test_the_figure_text_check_can_fail():
     page = ('{"name":"iterate x_t","type":"scatter"} {"text":"F_{c,k}(x)"} {"name":"x<sub>t</sub>"} '
-            "{\"name\":\"per_example\"} <th scope='col'>scatter 2</th>")
-    assert len(_figure_text_problems(page)) == 3, _figure_text_problems(page)
+            "{\"name\":\"per_example\"} <th scope='col'>scatter 2</th> <th scope='row'>unlabelled histogram 4</th>")
+    assert len(_figure_text_problems(page)) == 4, _figure_text_problems(page)
 
 
 def test_no_raw_myst_markup_on_a_page(built_book):
@@ -702,6 +731,105 @@ def test_the_raw_markup_check_can_fail():
     page = ("<p>```{prf:theorem} {cite:t}`song2021evading`, Theorem 3.3</p><pre>{glue:text}`x` in code</pre>"
             '<p>satisfies $<span class="math notranslate nohighlight">\\(x\\)</span>$</p>')
     assert [m.group(0) for m in RAW_MYST.finditer(_prose(page))] == ["{prf:theorem}", "{cite:t}", "$", "$"]
+
+
+#: An abbreviation: two or more capitals, digits and hyphens ("DP-SGD", "GLP", "CNNs").
+ABBREVIATION = re.compile(r"(?<![\w-])([A-Z][A-Z0-9]*[A-Z](?:-[A-Z0-9]+)*)(s?)(?![\w-])")
+#: Capitalised words a reader meets as names, not as abbreviations to spell out: data sets, models,
+#: file formats, libraries, hardware, venues, the book's own words (MATH stands for a formula here;
+#: "Part II").
+NAMES = {"MATH", "II", "III", "IV", "MNIST", "CIFAR", "CIFAR-10", "CIFAR-100", "GPT-2", "E2E", "IDX", "NCCL",
+         "NVIDIA", "GPU", "CPU", "HTML", "PDF", "URL", "API", "JSON", "CSS", "ICLR", "ICML", "USENIX",
+         "CCS", "PETS", "CSF", "JRSS", "UCI", "H100", "H200", "TF", "RNG"}
+
+
+def _article(html: str) -> str:
+    """The chapter's own text: its article, without the page's navigation."""
+    m = re.search(r'<article class="bd-article".*?</article>', html, flags=re.S)
+    return m.group(0) if m else html
+
+
+def _spelled_out(abbr: str, text: str, at: int) -> bool:
+    """Whether ``abbr`` at ``text[at]`` is written out there: "privacy-loss distribution (PLD)",
+    "DP-GD (DP gradient descent ...)", "generalized linear problems (GLPs, whose ...)". The words
+    written out start with the abbreviation's letter ("POT (the metric sees ...)" does not say
+    what POT is)."""
+    a, first = re.escape(abbr), abbr[0].lower()
+    before = text[max(0, at - 2):at]
+    if before.endswith("(") and re.match(a + r"s?\s*[),;]", text[at:]):
+        words = re.findall(r"[^\W\d_]+", text[max(0, at - 80):at])[-6:]
+        return any(w[0].lower() == first for w in words)
+    inner = re.match(a + r"s?\s*\(\s*([^\W\d_][\w-]*)", text[at:at + len(abbr) + 40])
+    return bool(inner) and inner.group(1)[0].lower() == first and inner.group(1) not in ("see", "cf")
+
+
+def unexplained_abbreviations(pages: list[tuple[str, str]]) -> list[str]:
+    """Abbreviations whose first use in the book (pages in reading order) does not spell them out."""
+    seen, bad = set(), []
+    for name, html in pages:
+        prose = _prose(re.sub(r"<table\b.*?</table>", " ", _article(html), flags=re.S))
+        for m in ABBREVIATION.finditer(prose):
+            abbr = m.group(1)
+            if abbr in NAMES or abbr in seen:
+                continue
+            seen.add(abbr)
+            if _spelled_out(abbr, prose, m.start()):
+                seen.update(abbr.split("-"))   # "DP-SGD" written out also says what DP and SGD are
+            else:
+                bad.append(f"{name}: {abbr} first used without being spelled out: "
+                           f"...{prose[max(0, m.start() - 70):m.end() + 40]}...")
+    return bad
+
+
+def test_abbreviations_are_spelled_out_at_first_use(built_book):
+    """The first time the book uses an abbreviation (in reading order) it says what it stands for
+    (#28, item 13: PLD/RDP before they were defined; a third reading met "POT" never expanded)."""
+    pages = [(f, (built_book / Path(f).with_suffix(".html")).read_text(errors="replace")) for f in _toc_files()
+             if "/api" not in f and not f.endswith("references")
+             and (built_book / Path(f).with_suffix(".html")).is_file()]
+    bad = unexplained_abbreviations(pages)
+    assert not bad, "\n".join(bad)
+
+
+def test_the_abbreviation_check_can_fail():
+    pages = [("a", '<article class="bd-article"><p>Run DP-SGD with the privacy-loss distribution (PLD).</p>'
+                   "<p>Generalized linear problems (GLPs, whose loss sees margins), solved with POT (the "
+                   "metric sees one scalar).</p></article>"),
+             ("b", '<article class="bd-article"><p>The PLD and a GLP; the ERM and MNIST; FFT (fast Fourier '
+                   "transform); GDP (Gaussian DP) and RDP (see (3)).</p></article>")]
+    found = [line.split(": ")[1].split()[0] for line in unexplained_abbreviations(pages)]
+    assert found == ["DP-SGD", "POT", "ERM", "DP", "RDP"], found
+    # written out, a compound also says what its parts are
+    spelled = [("c", '<article class="bd-article"><p>Differentially private stochastic gradient descent '
+                     "(DP-SGD) is SGD with noise; DP-GD (DP gradient descent) too.</p></article>")]
+    assert unexplained_abbreviations(spelled) == []
+
+
+#: Floating-point rounding printed as a number ("1.1102230246251565e-16", "-8.0e-17"): a reader
+#: reads a value; ``dp.fmt(x, zero_below=1e-12)`` prints "0 (rounding error)" (#28, a third reading).
+ROUNDING_NOISE = re.compile(r"(?<![\w.])[-−]?\d(?:\.\d+)?e-(?:1[3-9]|[2-9]\d|\d{3})(?![\w])")
+
+
+def _printed_outputs(html: str) -> list[str]:
+    """The text of a page's cell outputs (printed text and HTML tables), not its figures' data."""
+    html = re.sub(r"<script\b.*?</script>", " ", html, flags=re.S)
+    html = re.sub(r'<div class="plotly-graph-div.*?</div>', " ", html, flags=re.S)
+    return [re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", m.group(0))) for m in
+            re.finditer(r'<div class="cell_output.*?(?=<div class="cell |<section|</article)', html, flags=re.S)]
+
+
+def test_no_rounding_error_printed_as_a_number(built_book):
+    bad = [f"{page.relative_to(built_book)}: ...{t[max(0, m.start() - 60):m.end() + 10]}..."
+           for page in _chapter_pages(built_book) for t in _printed_outputs(page.read_text(errors="replace"))
+           for m in ROUNDING_NOISE.finditer(t)]
+    assert not bad, "rounding error printed as a number:\n" + "\n".join(bad[:20])
+
+
+def test_the_rounding_check_can_fail():
+    page = ('<div class="cell_output docutils container"><pre>change with v_perp: 1.1102230246251565e-16 '
+            "unclipped -8.0e-17, δ = 1e-05, 2e-9, 0 (rounding error)</pre></div><section>")
+    assert [m.group(0) for t in _printed_outputs(page) for m in ROUNDING_NOISE.finditer(t)] == [
+        "1.1102230246251565e-16", "-8.0e-17"]
 
 
 def test_the_sentence_checks_can_fail():
@@ -1167,9 +1295,15 @@ def test_the_reader_checks_can_fail(chromium, tmp_path):
         f.update_layout(template="plotly_white")
     # a figure of the book's renderer (meta.dpclip_legend) whose HTML legend was never built
     unlisted = go.Figure([go.Scatter(x=[0, 1], y=[0, 1], name="DiceSGD"), go.Scatter(x=[0, 1], y=[1, 0], name="DPSGD-GC")],
-                         layout=dict(meta={"dpclip_legend": None}, showlegend=False, template="plotly_white"))
+                         layout=dict(meta={"dpclip_legend": None}, showlegend=False, template="plotly_white",
+                                     # two tick labels drawn on each other
+                                     yaxis=dict(tickvals=[0, 0.02], ticktext=["zero point", "near zero"])))
+    # category labels that leave the bars no room on a phone
+    squeezed = go.Figure(go.Bar(y=["a category label far too long for a phone, " * 2 + str(k) for k in range(3)],
+                                x=[1, 2, 3], orientation="h"), layout=dict(template="plotly_white", showlegend=False))
     div = (pio.to_html(fig, include_plotlyjs=False, full_html=False) + pio.to_html(band, include_plotlyjs=False, full_html=False)
-           + pio.to_html(unlisted, include_plotlyjs=False, full_html=False))
+           + pio.to_html(unlisted, include_plotlyjs=False, full_html=False)
+           + pio.to_html(squeezed, include_plotlyjs=False, full_html=False))
     plotly_js = ROOT / "_static" / "plotly.min.js"
     if not plotly_js.is_file():
         pytest.skip("_static/plotly.min.js is copied by the book build")
@@ -1200,8 +1334,10 @@ def test_the_reader_checks_can_fail(chromium, tmp_path):
     assert layout["scrollWidth"] > 400 and layout["wide"], "a page wider than the phone was not flagged"
     assert layout["clipped"], "content cut off at a box's edge was not flagged"
     assert [s.split(":")[0] for s in layout["sideways"]] == ["formula", "figure"], layout["sideways"]
-    first, second, third = (f["problems"] for f in figures)
+    first, second, third, fourth = (f["problems"] for f in figures)
+    assert any("no room for its data" in p for p in fourth) and not any("no room" in p for p in first), fourth
     assert any('the legend has no entry for "DiceSGD"' in p for p in third), third
+    assert any("tick labels on each other" in p for p in third) and not any("tick labels" in p for p in first), third
     assert any("legend overlaps plot area" in p for p in first), first
     assert any("blank" in p for p in first), first
     assert any("band trace" in p for p in second), second

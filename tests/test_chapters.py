@@ -32,6 +32,8 @@ BOOK = ROOT / "book"
 CHAPTERS = sorted(p for p in BOOK.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
 PLOT_LABEL = "Show the plotting code"
 SOLUTION_LABEL = "Show a solution"
+#: The fold of a computation whose results visible code goes on to use (``views``, ``kink_gap``).
+COMPUTE_LABEL = "Show how it is computed"
 #: A visible code cell with this many plotly trace/layout calls is plotting code.
 MAX_VISIBLE_PLOT_CALLS = 3
 
@@ -194,7 +196,8 @@ def test_summary_and_next(chapter):
 
 
 def test_hidden_code_labels(chapter):
-    """Hidden code folds under "Show the plotting code" or (solutions only) "Show a solution";
+    """Hidden code folds under "Show the plotting code", "Show how it is computed" or (solutions
+    only) "Show a solution";
     plotting code is folded or in the lab."""
     path, nb = chapter
     bad = []
@@ -224,8 +227,9 @@ def test_hidden_code_labels(chapter):
             continue
         if label == SOLUTION_LABEL:
             bad.append(f"cell {i}: {SOLUTION_LABEL!r} on a cell that is not a solution")
-        elif hidden and label != PLOT_LABEL:
-            bad.append(f"cell {i}: hidden code must fold under {PLOT_LABEL!r} (got {label or 'the default'!r})")
+        elif hidden and label not in (PLOT_LABEL, COMPUTE_LABEL):
+            bad.append(f"cell {i}: hidden code must fold under {PLOT_LABEL!r} or {COMPUTE_LABEL!r} "
+                       f"(got {label or 'the default'!r})")
         if not hidden and "remove-cell" not in tags and "remove-input" not in tags:
             calls = len(re.findall(r"\bgo\.(Scatter|Bar|Heatmap|Contour|Histogram|Surface|Scattergl)\(|"
                                    r"\.add_(trace|shape|annotation|hline|vline)\(|\.update_(layout|xaxes|yaxes)\(",
@@ -376,6 +380,69 @@ def _visible_code(nb):
     for i, cell, section, solution in _walk(nb):
         if cell.cell_type == "code" and not solution and not (_tags(cell) & _OFF_PAGE):
             yield i, cell, section
+
+
+_REMOVED = {"remove-input", "remove-cell"}
+
+
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """(names a cell defines, names it reads) — module level and inside functions alike."""
+    import ast
+
+    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return set(), set()
+    defined, read = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else defined).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.arg):
+            defined.add(node.arg)
+    return defined, read
+
+
+def names_from_removed_cells(nb) -> list[str]:
+    """Code a reader sees unfolded that reads names only a removed cell (``remove-input``,
+    ``remove-cell``) defines: "assert kink_gap < 1e-9" where no page shows what ``kink_gap`` is."""
+    removed_only, shown, bad = set(), set(), []
+    for i, cell, _section, solution in _walk(nb):
+        if cell.cell_type != "code":
+            continue
+        defined, read = _names(cell.source)
+        tags = _tags(cell)
+        if tags & _REMOVED:
+            removed_only |= defined - shown
+            continue
+        unseen = sorted((read - defined) & removed_only)
+        if unseen and not tags & {"hide-input", "hide-cell"} and not solution:
+            bad.append(f"cell {i} reads {', '.join(unseen)}, which only removed cells define: fold the cell that "
+                       f"computes them (hide-input, {COMPUTE_LABEL!r}) instead of removing it")
+        shown |= defined
+        removed_only -= defined
+    return bad
+
+
+def test_visible_code_reads_only_what_the_page_shows(chapter):
+    """A third reading of #28: visible asserts read names (``kink_gap``, ``e_peak``) computed in cells
+    the page removed; the reader could not see what was checked. Such a computation is folded."""
+    path, nb = chapter
+    bad = names_from_removed_cells(nb)
+    assert not bad, f"{_rel(path)}:\n" + "\n".join(bad)
+
+
+def test_the_removed_names_check_can_fail():
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("kink_gap = 0.0\nglue('g', kink_gap)", metadata={"tags": ["remove-input"]}),
+        nbformat.v4.new_code_cell("e_peak = 1.0", metadata={"tags": ["hide-input"]}),
+        nbformat.v4.new_code_cell("assert kink_gap < 1e-9 and e_peak > 0"),
+        nbformat.v4.new_code_cell("kink_gap = 2.0\nassert kink_gap > 1")])
+    assert [b.split(" reads ")[1].split(",")[0] for b in names_from_removed_cells(nb)] == ["kink_gap"]
 
 
 def test_no_bookkeeping_on_the_page(chapter):
