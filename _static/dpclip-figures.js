@@ -104,18 +104,30 @@
     return svg;
   }
 
+  // One entry per legend group (a curve, its band's edges, its copies in other panels), and one more
+  // for each other name the group shows in the legend (a measured curve and its dashed rate: plotly
+  // lists both, so does this legend); a trace goes with the entry of its own name.
   function legendItems(gd) {
     var items = [], byGroup = {};
     gd._fullData.forEach(function (tr, i) {
       var key = tr.legendgroup ? "g:" + tr.legendgroup : "t:" + i;
       var named = tr.showlegend !== false && !!tr.name, group = byGroup[key];
-      // a group's unnamed traces (a band's edges) may come before its named one (the band's mean)
-      if (group && (!group.pending || !named)) { group.indices.push(tr.index); return; }
-      if (!named) {
-        if (tr.legendgroup) byGroup[key] = {indices: [tr.index], trace: null, pending: true};
+      if (group && !group.pending) {
+        var sub = tr.name && tr.name !== group.name ? group.subs[tr.name] : null;
+        if (!sub && named && tr.name !== group.name) {
+          sub = group.subs[tr.name] = {indices: [], trace: tr, name: tr.name, subs: {}};
+          items.push(sub);
+        }
+        (sub || group).indices.push(tr.index);
         return;
       }
-      var item = group || {indices: []};
+      // a group's unnamed traces (a band's edges) may come before its named one (the band's mean)
+      if (group && !named) { group.indices.push(tr.index); return; }
+      if (!named) {
+        if (tr.legendgroup) byGroup[key] = {indices: [tr.index], trace: null, pending: true, subs: {}};
+        return;
+      }
+      var item = group || {indices: [], subs: {}};
       item.indices.push(tr.index);
       item.trace = tr; item.pending = false; item.name = tr.legendgrouptitle && tr.legendgrouptitle.text && !tr.name ? tr.legendgrouptitle.text : tr.name;
       byGroup[key] = item;

@@ -33,6 +33,7 @@ def fmt(value: float, spec: str = ".3g", *, zero_below: float | None = None) -> 
       (``928,441``, not ``928441``).
     * No exponent form: where ``format`` writes ``3.65e+03`` or ``1.5e-09``, this writes
       ``3.65 × 10³`` and ``1.5 × 10⁻⁹`` (``1e+06`` becomes ``10⁶``).
+    * Infinity as ``∞`` (an ε with no bound), not ``inf``.
     * ``zero_below``: a value smaller in magnitude is floating-point rounding of an exact zero
       (an asymmetry of 1.1 × 10⁻¹⁶ where the theory says 0) and prints :data:`ROUNDING_ZERO`.
     """
@@ -43,6 +44,8 @@ def fmt(value: float, spec: str = ".3g", *, zero_below: float | None = None) -> 
     v = value if isinstance(value, int) else float(value)   # an int keeps integer specs ("d")
     if zero_below is not None and math.isfinite(v) and abs(v) < zero_below:
         return ROUNDING_ZERO
+    if math.isinf(v):
+        return "∞" if v > 0 else "−∞"   # a privacy loss with no bound (a NaN stays "nan": a bug to see)
     if spec == ".3g" and math.isfinite(v) and v == int(v) and abs(v) >= 1e4 and abs(v) < 1e15:
         out = f"{int(v):,}"
     else:

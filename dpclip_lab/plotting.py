@@ -677,12 +677,23 @@ def _reader_trace(trace: Mapping[str, Any], named: bool = False) -> dict:
     return trace
 
 
+def _whole_log_labels(layout: dict) -> dict:
+    """``layout`` with every log axis labelling its in-between ticks as whole numbers: plotly writes
+    a bare "5" for 0.5 below "1" and "2" for 20 above "10" ("small digits"), which a reader of the
+    book read as the wrong values; "complete" writes 0.5 and 20. An axis that sets it keeps its own."""
+    for key, axis in list(layout.items()):
+        if re.fullmatch(r"[xy]axis\d*", key) and isinstance(axis, Mapping) and axis.get("type") == "log" \
+                and "minorloglabels" not in axis:
+            layout[key] = dict(axis, minorloglabels="complete")
+    return layout
+
+
 def _reader_defaults(fig_dict: dict) -> dict:
     """``fig_dict`` with every trace (and every frame's traces) as :func:`_reader_trace` makes it."""
     if fig_dict.get("data"):
         fig_dict["data"] = [_reader_trace(t) for t in fig_dict["data"]]
     if isinstance(fig_dict.get("layout"), Mapping):
-        fig_dict["layout"] = _scripts_in(_panels_apart(_panels_apart(dict(fig_dict["layout"]), "x"), "y"))
+        fig_dict["layout"] = _whole_log_labels(_scripts_in(_panels_apart(_panels_apart(dict(fig_dict["layout"]), "x"), "y")))
     named = [bool(t.get("name")) for t in fig_dict.get("data") or []]
     frames = []
     for frame in fig_dict.get("frames") or []:

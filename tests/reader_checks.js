@@ -202,8 +202,8 @@
     const want = new Map();
     gd._fullData.forEach((tr) => {
       if (tr.visible === false || tr.showlegend === false || !tr.name) return;
-      const key = tr.legendgroup ? "g:" + tr.legendgroup : "n:" + tr.name;
-      if (!want.has(key)) want.set(key, tr.name);   // a group's entry is named by its first named trace
+      const key = "n:" + tr.name;   // every name the figure shows in its legend, grouped or not
+      if (!want.has(key)) want.set(key, tr.name);
     });
     if (want.size < (meta.dpclip_legend === true ? 1 : 2)) return [];
     const fig = gd.closest("figure") || gd.parentNode.parentNode;

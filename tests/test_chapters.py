@@ -388,10 +388,13 @@ _REMOVED = {"remove-input", "remove-cell"}
 def _names(source: str) -> tuple[set[str], set[str]]:
     """(names a cell defines, names it reads) — module level and inside functions alike."""
     import ast
+    import warnings
 
     code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
     try:
-        tree = ast.parse(code)
+        with warnings.catch_warnings():   # a cell's regex "\s" in a plain string: the chapter's business
+            warnings.simplefilter("ignore")
+            tree = ast.parse(code)
     except SyntaxError:
         return set(), set()
     defined, read = set(), set()

@@ -366,6 +366,7 @@ def test_fmt_says_rounding_error_is_zero():
     assert dp.fmt(-8.0e-17, ".2g", zero_below=1e-12) == "0 (rounding error)"
     assert dp.fmt(0.0704, ".2g", zero_below=1e-12) == "0.07"
     assert dp.fmt(2e-9, ".1g", zero_below=1e-12) == "2 × 10⁻⁹"      # small, but not rounding
+    assert dp.fmt(float("inf")) == "∞" and dp.fmt(-float("inf"), ".2f") == "−∞"
 
 
 def test_frames_bring_their_own_ranges_when_axes_are_not_fixed():
@@ -510,3 +511,12 @@ def test_numbers_table_bars_over_categories_and_short_grids_whole():
     assert len(heads) == 2 + 16 and "0.3162" in heads, heads      # none of sixteen skipped
     long = np.linspace(0, 1, 40)
     assert len(_table_heads(go.Figure(go.Scatter(x=long, y=long, name="b")).to_dict())) == 2 + 12
+
+
+def test_log_axes_label_their_minor_ticks_as_whole_numbers():
+    """A bare "5" below "1" on a log axis means 0.5; a reader of the book took it for 5 (#28)."""
+    from dpclip_lab.plotting import _reader_defaults
+
+    fig = go.Figure(go.Scatter(x=[1, 100], y=[0.5, 20]), layout=dict(yaxis_type="log", xaxis=dict(type="log", minorloglabels="none")))
+    layout = _reader_defaults(fig.to_plotly_json())["layout"]
+    assert layout["yaxis"]["minorloglabels"] == "complete" and layout["xaxis"]["minorloglabels"] == "none"
