@@ -474,7 +474,7 @@ def numbers_table(fig_dict: Mapping[str, Any]) -> str:
         if y is None:
             y = np.full(len(x), np.nan)
         rows.append((name, x.astype(float), y.astype(float)))
-        axes.append(layout.get("xaxis" + (tr.get("xaxis") or "x")[1:]) or {})
+        axes.append(layout.get(_axis_key(tr.get("xaxis") or "x")) or {})
     if not rows:
         return ""
     # the first x axis may carry no title where it shares the x of a panel below it
@@ -558,11 +558,16 @@ def _html_scripts(value) -> str:
     return "".join(p if re.fullmatch(r"</?(?:sub|sup)>", p) else _html.escape(p) for p in parts)
 
 
+def _axis_key(ref: str) -> str:
+    """The layout key of a trace's axis reference: ``"x2"`` -> ``"xaxis2"``, ``"y"`` -> ``"yaxis"``."""
+    return ref[0] + "axis" + ref[1:]
+
+
 def _panel_title(layout: Mapping[str, Any], xref: str, yref: str) -> str:
     """The title of the subplot on axes ``xref``/``yref`` ("x2", "y2"): the annotation that plotly's
     ``make_subplots`` centres above the panel; "" if there is none."""
-    xdom = (layout.get("xaxis" + xref[1:]) or {}).get("domain") or [0, 1]
-    ydom = (layout.get("yaxis" + yref[1:]) or {}).get("domain") or [0, 1]
+    xdom = (layout.get(_axis_key(xref)) or {}).get("domain") or [0, 1]
+    ydom = (layout.get(_axis_key(yref)) or {}).get("domain") or [0, 1]
     centre, top = (float(xdom[0]) + float(xdom[1])) / 2, float(ydom[1])
     for ann in layout.get("annotations") or []:
         if (ann.get("xref") == "paper" and ann.get("yref") == "paper" and ann.get("yanchor") == "bottom"
@@ -585,8 +590,8 @@ def _described(tr: Mapping[str, Any], layout: Mapping[str, Any], data: list) -> 
     if isinstance(text, str) and len(re.sub(r"[\W\d_]", "", text)) >= 3:
         return _text(text)      # a marked point that says what it is ("Thm 2.2 breaks at ε = 0.53")
     xref, yref = tr.get("xaxis") or "x", tr.get("yaxis") or "y"
-    xt = _text((layout.get("xaxis" + xref[1:]) or {}).get("title"))
-    yt = _text((layout.get("yaxis" + yref[1:]) or {}).get("title"))
+    xt = _text((layout.get(_axis_key(xref)) or {}).get("title"))
+    yt = _text((layout.get(_axis_key(yref)) or {}).get("title"))
     panel = _panel_title(layout, xref, yref)
     kind = tr.get("type", "scatter")
     if kind == "histogram":
@@ -820,8 +825,7 @@ def _extents(traces: Sequence[Any]) -> dict[str, tuple[float, float, float]]:
     for tr in traces:
         t = tr.to_plotly_json() if hasattr(tr, "to_plotly_json") else dict(tr)
         kind = t.get("type", "scatter")
-        axes = {"x": "xaxis" + (t.get("xaxis") or "x")[1:],
-                "y": "yaxis" + (t.get("yaxis") or "y")[1:]}
+        axes = {"x": _axis_key(t.get("xaxis") or "x"), "y": _axis_key(t.get("yaxis") or "y")}
         if kind == "histogram":
             extent = _histogram_extent(t)
             if extent is None:
@@ -1428,8 +1432,7 @@ def missing_axis_titles(fig) -> list[str]:
         tr = tr.to_plotly_json() if hasattr(tr, "to_plotly_json") else tr
         if tr.get("type", "scatter") not in CARTESIAN_TRACES:
             continue
-        used.add("xaxis" + (tr.get("xaxis") or "x")[1:])
-        used.add("yaxis" + (tr.get("yaxis") or "y")[1:])
+        used.update((_axis_key(tr.get("xaxis") or "x"), _axis_key(tr.get("yaxis") or "y")))
     missing = []
     for axis in sorted(used):
         ax = layout.get(axis) or {}

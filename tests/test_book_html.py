@@ -997,10 +997,6 @@ AXE_RUN = ("axe.run(document, {runOnly: {type: 'tag', values: %s}, resultTypes: 
            % json.dumps(AXE_TAGS))
 #: Selected rules of the WCAG tags (``rules`` list), on a context (``document``, or a JSON context).
 AXE_RULES = "axe.run(%s, {runOnly: {type: 'rule', values: %s}, resultTypes: ['violations']})"
-#: Every WCAG A/AA rule but contrast (kept for experiments; :data:`AXE_PLAN` runs the non-colour rules
-#: within the full runs).
-AXE_NO_CONTRAST = ("axe.run(document, {runOnly: {type: 'tag', values: %s}, rules: {'color-contrast': {enabled: false}}, "
-                   "resultTypes: ['violations']})" % json.dumps(AXE_TAGS))
 #: The page around the chapter's text (header, navigation, footer): what a phone lays out differently.
 _CHROME = json.dumps({"exclude": [[".bd-article"]]})
 #: axe-core's WCAG A/AA rules that read colours: the others (names, roles, labels, landmarks, focus,
