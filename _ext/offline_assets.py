@@ -60,6 +60,17 @@ WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 _TYPE = re.compile(r'"type"\s*:\s*"([a-z0-9]+)"')
 #: Served from _static but loaded by something else (MathJax by sphinx.ext.mathjax).
 NOT_SCRIPTS = ("mathjax/",)
+#: Appended to the page's MathJax configuration (sphinx.ext.mathjax writes it as JSON, which holds
+#: no function). MathJax 4's assistive-MathML component records its setting for the right-click
+#: menu, which the book does not load, and MathJax then warned 'Invalid option "menuOptions"' in
+#: the console of every page with math. Before the page is typeset, core's option checker drops
+#: that one message; every other option error still reaches the console.
+MATHJAX_QUIET_MENU = (
+    "window.MathJax.startup = Object.assign(window.MathJax.startup || {}, {ready: function () {"
+    " var util = MathJax._.util, options = util && util.Options && util.Options.OPTIONS;"
+    " if (options) { var warn = options.optionError;"
+    " options.optionError = function (message, key) { if (key !== 'menuOptions') warn(message, key); }; }"
+    " MathJax.startup.defaultReady(); }});")
 
 
 def _copy_plotly(srcdir: Path) -> None:
@@ -178,6 +189,9 @@ def _page_scripts(app: Sphinx, pagename: str, templatename: str, context: dict, 
         name = Path(str(getattr(js, "filename", None) or js).split("?")[0]).name
         if name in optional and name not in need:
             continue
+        body = attributes.get("body") or ""
+        if body.startswith("window.MathJax = ") and MATHJAX_QUIET_MENU not in body:
+            js = type(js)(js.filename, priority=js.priority, **{**attributes, "body": body + ";\n" + MATHJAX_QUIET_MENU})
         kept.append(js)
     context["script_files"] = kept
 

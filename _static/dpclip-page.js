@@ -1,9 +1,10 @@
 /* dpclip-lab: on every page of the book.
  *
- * A formula in running text that is wider than its line (MathJax does not break inline math)
- * scrolls sideways in its own box instead of pushing the page wider than a phone's screen or
- * out of a theorem box. It gets a tab stop so that a keyboard can scroll it too, and a shade at
- * the edge where more of it lies.
+ * MathJax 4 breaks formulas at the width of their column (_config.yml). A formula in running
+ * text that still has no place to break (one long root or fraction) scrolls sideways in its own
+ * box instead of pushing the page wider than a phone's screen or out of a theorem box. It gets
+ * a tab stop so that a keyboard can scroll it too, and a shade at the edge where more of it lies.
+ * (The book's check, tests/test_book_html.py, wants no formula to need this; it is the fallback.)
  */
 (function () {
   "use strict";

@@ -1,9 +1,9 @@
 /*
  * dpclip-lab: ipywidgets' HTML manager (embed-amd.js) typesets widget labels with
  * the MathJax 2 API, MathJax.Hub.Queue(["Typeset", MathJax.Hub, element]).
- * The book serves MathJax 3 (_static/mathjax/), which has no Hub, so each
+ * The book serves MathJax 4 (_static/mathjax/), which has no Hub, so each
  * widget threw "Cannot read properties of undefined (reading 'Queue')".
- * This forwards those calls to MathJax 3's typesetPromise. MIT licensed.
+ * This forwards those calls to MathJax 4's typesetPromise. MIT licensed.
  */
 (function () {
   "use strict";
