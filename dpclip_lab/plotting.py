@@ -414,6 +414,8 @@ def _num(v: float) -> str:
     return fmt(v, ".4g").replace("-", "−")      # 1.131 × 10⁹, not 1.131e9 or 1.455e+33
 
 
+#: Relative to the largest value on its linear axis, a value below this is rounding error (drawn at 0).
+_ROUNDING = 1e-12
 #: Rows of a figure's "Show the numbers" table when its curves share their x values.
 _TABLE_ROWS = 12
 #: A grid of at most this many x values is shown whole (a reader missed c = 0.3162 of sixteen).
@@ -456,7 +458,7 @@ def numbers_table(fig_dict: Mapping[str, Any]) -> str:
 
     import numpy as np
 
-    rows, axes = [], []
+    rows, axes, refs = [], [], []
     data = list(fig_dict.get("data") or [])
     layout = fig_dict.get("layout") or {}
     bars = _category_table(data, layout)
@@ -475,16 +477,39 @@ def numbers_table(fig_dict: Mapping[str, Any]) -> str:
             y = np.full(len(x), np.nan)
         rows.append((name, x.astype(float), y.astype(float)))
         axes.append(layout.get(_axis_key(tr.get("xaxis") or "x")) or {})
+        refs.append((tr.get("xaxis") or "x", tr.get("yaxis") or "y"))
     if not rows:
         return ""
+    # rounding error drawn as data: on a linear y axis a value under 10⁻¹² of the axis's largest is
+    # drawn at zero, and the table says 0 (a fourth reading met "6.163 × 10⁻³³ to 12.5")
+    scale: dict[str, float] = {}
+    for (_, _, y), (_, yref) in zip(rows, refs):
+        fin = np.abs(y[np.isfinite(y)])
+        if fin.size and (layout.get(_axis_key(yref)) or {}).get("type") != "log":
+            scale[yref] = max(scale.get(yref, 0.0), float(fin.max()))
+    rows = [(n, x, np.where(np.abs(y) < _ROUNDING * scale[yref], 0.0, y) if yref in scale else y)
+            for (n, x, y), (_, yref) in zip(rows, refs)]
     # the first x axis may carry no title where it shares the x of a panel below it
     xt = next((t for key in sorted((k for k in layout if re.fullmatch(r"xaxis\d*", k)), key=lambda k: int(k[5:] or 1))
                for t in [_text((layout[key] or {}).get("title"))] if t), "x")
-    # curves that share a name (one per value of x, e.g. a column of seeds): each row says its x
+    # curves that share a name say which is which: one per value of x (a column of seeds) its x;
+    # one per panel (the same quantity drawn in d = 1 and in d = 10) its panel's title, or the
+    # quantity its y axis shows; otherwise (several runs of one panel) its place, "2 of 5"
     names = [r[0] for r in rows]
-    rows = [(f"{n}, {_html.escape(_text(axis.get('title')) or xt)} = {_tick(axis, float(x[0]))}"
-             if names.count(n) > 1 and len(x) and np.all(x == x[0]) else n, x, y)
-            for (n, x, y), axis in zip(rows, axes)]
+
+    def which(k, n, x, axis, ref):
+        group = [j for j, m in enumerate(names) if m == n]
+        if len(group) < 2:
+            return n
+        if len(x) and np.all(x == x[0]):
+            return f"{n}, {_html.escape(_text(axis.get('title')) or xt)} = {_tick(axis, float(x[0]))}"
+        for said in (lambda r: _panel_title(layout, *r), lambda r: _text((layout.get(_axis_key(r[1])) or {}).get("title"))):
+            words = [said(refs[j]) for j in group]
+            if all(words) and len(set(words)) == len(group):
+                return f"{n} ({_html.escape(words[group.index(k)])})"
+        return f"{n} ({group.index(k) + 1} of {len(group)})"
+
+    rows = [(which(k, n, x, axis, ref), x, y) for k, ((n, x, y), axis, ref) in enumerate(zip(rows, axes, refs))]
     esc = _html.escape
     same_x = len(rows) > 1 and all(len(r[1]) == len(rows[0][1]) and np.allclose(r[1], rows[0][1], equal_nan=True)
                                    for r in rows) and len(rows) <= 8

@@ -10,6 +10,7 @@
   const PAD = 1.5;  // px of tolerance for anti-aliased edges
   const MIN_PLOT = 120;  // px: the narrowest plot area (and half of it the lowest) a reader can read data in
   const MIN_INSIDE = 0.2;  // share of a subplot's points that must lie inside its axes (a zoom may cut tails)
+  const MIN_CURVE_INSIDE = 0.5;  // share of a named curve's points inside its axes: most of what it names is drawn
 
   const describe = (el) => {
     const cls = (el.getAttribute && el.getAttribute("class")) || "";
@@ -179,6 +180,14 @@
           const lo = Math.min(base, y), hi = Math.max(base, y), [r0, r1] = ya.range;
           if (within(xa, x) && hi >= Math.min(r0, r1) && lo <= Math.max(r0, r1)) inside++;
         } else if (within(xa, x) && within(ya, y)) inside++;
+      }
+      // a named curve mostly outside its axes: the legend promises it and the panel shows a stub
+      // (#28's fourth reading: a bound 10⁻¹¹ under an axis that stops at 10⁻⁸; two descents that
+      // leave the top of their panel where the difference between them is drawn)
+      // (a guide drawn for orientation, hover "skip", is exempt: the circle ‖g‖ = C lies outside a
+      // view zoomed on the bulk of the gradients exactly when nothing in view is clipped)
+      if (tr.type !== "bar" && tr.name && tr.hoverinfo !== "skip" && finite >= 3 && inside < MIN_CURVE_INSIDE * finite) {
+        problems.push(`curve "${String(tr.name).replace(/<[^>]+>/g, "").slice(0, 40)}" lies mostly outside its axes: ${inside} of its ${finite} points inside`);
       }
       const key = `${tr.xaxis || "x"}${tr.yaxis || "y"}`;
       bySubplot[key] = bySubplot[key] || {finite: 0, inside: 0};

@@ -513,6 +513,31 @@ def test_numbers_table_bars_over_categories_and_short_grids_whole():
     assert len(_table_heads(go.Figure(go.Scatter(x=long, y=long, name="b")).to_dict())) == 2 + 12
 
 
+def test_numbers_table_tells_curves_of_one_name_apart():
+    """Two curves of one name get their panel's title, their y axis's, or their place (#28's fourth
+    reading: "E⟨∇f, g⟩" twice in a table, one per panel, with no d = 1 / d = 10)."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("d = 1", "d = 10"))
+    for col in (1, 2):
+        fig.add_trace(go.Scatter(x=[1, 2, 3], y=[1, 2, 3], name="E", showlegend=col == 1), row=1, col=col)
+    assert _table_heads(fig.to_dict())[1:3] == ["E (d = 1)", "E (d = 10)"]
+    runs = go.Figure([go.Scatter(x=list(range(k + 2)), y=list(range(k + 2)), name="run") for k in range(3)])
+    assert [h for h in _table_heads(runs.to_dict()) if h.startswith("run")] == ["run (1 of 3)", "run (2 of 3)", "run (3 of 3)"]
+    seeds = go.Figure([go.Scatter(x=[c, c], y=[0, 1], name="seed") for c in (0.1, 1.0)], layout=dict(xaxis_title="C"))
+    assert [h for h in _table_heads(seeds.to_dict()) if h.startswith("seed")] == ["seed, C = 0.1", "seed, C = 1"]
+
+
+def test_numbers_table_prints_rounding_error_on_a_linear_axis_as_zero():
+    """6.163 × 10⁻³³ beside 12.5 on one linear axis is drawn at zero and is zero (#28's fourth
+    reading); on a log axis a small value is drawn where it is and stays."""
+    lin = go.Figure([go.Scatter(x=[0, 1, 2], y=[6.163e-33, 1.0, 12.5], name="f")])
+    assert _table_heads(lin.to_dict()) and "10⁻³³" not in dp.numbers_table(lin.to_dict())
+    assert "<td>0</td>" in dp.numbers_table(lin.to_dict())
+    log = go.Figure([go.Scatter(x=[0, 1, 2], y=[6.163e-33, 1.0, 12.5], name="f")], layout=dict(yaxis_type="log"))
+    assert "6.163 × 10⁻³³" in dp.numbers_table(log.to_dict())
+
+
 def test_log_axes_label_their_minor_ticks_as_whole_numbers():
     """A bare "5" below "1" on a log axis means 0.5; a reader of the book took it for 5 (#28)."""
     from dpclip_lab.plotting import _reader_defaults
