@@ -27,7 +27,13 @@ theta_q1 = float(gd_q1.iterates[-1, 0])
     ],
     "q3": [
         {"mistake": "forgets the factor 2 of the gradient 2(θ − x)",
-         "code": "C_q3 = 8 * L_B4\n",
-         "message": "some gradient on [0, 8C] is still clipped"},
+         "code": "C_q3 = 10 * L_B4\n",
+         "message": "some gradient on [0, 10C] is still clipped"},
+        {"mistake": "copies the 16C that is safe on [0, 8C] from the text",
+         "code": "C_q3 = 16 * L_B4\n",
+         "message": "some gradient on [0, 10C] is still clipped"},
+        {"mistake": "a safe clip norm, but not the smallest",
+         "code": "C_q3 = 40 * L_B4\n",
+         "message": "C_q3 is safe but not the smallest"},
     ],
 }
