@@ -695,8 +695,7 @@ def repeated_headers(html: str) -> list[str]:
 
 
 def test_no_table_names_two_columns_alike(built_book):
-    bad = [f"{page.relative_to(built_book)}: {b}" for page in _chapter_pages(built_book)
-           for b in repeated_headers(page.read_text(errors="replace"))]
+    bad = _on_chapter_pages(built_book, repeated_headers)
     assert not bad, "\n".join(bad[:20])
 
 
@@ -902,8 +901,7 @@ def rounding_noise_in_figure_tables(html: str) -> list[str]:
 
 
 def test_no_rounding_error_in_a_figures_numbers(built_book):
-    bad = [f"{page.relative_to(built_book)}: {b}" for page in _chapter_pages(built_book)
-           for b in rounding_noise_in_figure_tables(page.read_text(errors="replace"))]
+    bad = _on_chapter_pages(built_book, rounding_noise_in_figure_tables)
     assert not bad, "\n".join(bad[:20])
 
 
@@ -922,6 +920,12 @@ def test_the_rounding_check_can_fail():
             "unclipped -8.0e-17, δ = 1e-05, 2e-9, 0 (rounding error)</pre></div><section>")
     assert [m.group(0) for t in _printed_outputs(page) for m in ROUNDING_NOISE.finditer(t)] == [
         "1.1102230246251565e-16", "-8.0e-17"]
+
+
+def _on_chapter_pages(built_book: Path, check) -> list[str]:
+    """``check(html) -> [problem]`` on every chapter page, each problem prefixed with its page."""
+    return [f"{page.relative_to(built_book)}: {b}" for page in _chapter_pages(built_book)
+            for b in check(page.read_text(errors="replace"))]
 
 
 def spoiled_predictions(html: str) -> list[str]:
@@ -953,8 +957,7 @@ def spoiled_predictions(html: str) -> list[str]:
 
 
 def test_no_prediction_prompt_comes_after_its_answer(built_book):
-    bad = [f"{page.relative_to(built_book)}: {b}" for page in _chapter_pages(built_book)
-           for b in spoiled_predictions(page.read_text(errors="replace"))]
+    bad = _on_chapter_pages(built_book, spoiled_predictions)
     assert not bad, "\n".join(bad)
 
 
