@@ -2,7 +2,7 @@
 // (tests/test_book_html.py runs it with Playwright on every page at 1280 and 400 px).
 // Each check returns a list of problems in words: an empty list is a pass.
 //
-//   window.dpclipReader.page()            -> {scrollWidth, clientWidth, wide: [...], clipped: [...], sideways: [...]}
+//   window.dpclipReader.page()            -> {scrollWidth, clientWidth, wide: [...], clipped: [...], sideways: [...], squeezed: [...]}
 //   await window.dpclipReader.figures(o)  -> [{id, problems: [...], steps}]
 //       o.allSteps: move every slider through every step (blank-frame check at each);
 //       otherwise only the first, active and last steps.
@@ -69,8 +69,17 @@
       const cue = /dpclip-more-(right|left)/.test(el.className || "") ? "" : " (no scroll cue)";
       sideways.push({el, text: `${kind}: ${describe(el)} needs ${el.scrollWidth} px of ${el.clientWidth}${cue}`, kind});
     }
+    // a displayed formula that MathJax broke into lines although it had room: its widest line under
+    // half its column (the theme's flex "div.math" once gave MathJax 4 a column one symbol wide)
+    const squeezed = [];
+    for (const c of main.querySelectorAll('mjx-container[display="true"]')) {
+      const lines = c.querySelectorAll("mjx-linebox").length, m = c.querySelector("mjx-math");
+      if (lines < 2 || !m || c.clientWidth === 0) continue;
+      const w = m.getBoundingClientRect().width;
+      if (w < 0.5 * c.clientWidth) squeezed.push(`${describe(c)} broken into ${lines} lines ${Math.round(w)} px wide in a ${c.clientWidth} px column`);
+    }
     return {scrollWidth: document.documentElement.scrollWidth, clientWidth: W, wide, clipped,
-            sideways: sideways.map((s) => s.text)};
+            sideways: sideways.map((s) => s.text), squeezed};
   }
 
   // ---------------------------------------------------------------- figures

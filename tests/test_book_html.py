@@ -1359,6 +1359,15 @@ def test_no_formula_or_figure_hides_behind_a_sideways_scroll(reader, page_name):
     assert not problems, "\n".join(problems[:12])
 
 
+@pytest.mark.parametrize("page_name", PAGES)
+def test_no_formula_is_broken_into_a_narrow_column(reader, page_name):
+    """MathJax 4 breaks a formula only where its column is too narrow: no displayed formula is cut
+    into lines whose widest is under half its column (a fifth reading of #28: with the theme's flex
+    ``div.math`` MathJax measured no width and set Theorem 6 one symbol per line at 1280 px)."""
+    problems = [f"{width} px: {s}" for width in WIDTHS for s in reader[(page_name, width)].layout["squeezed"]]
+    assert not problems, "\n".join(problems[:12])
+
+
 def _figure_problems(reader, page_name, width, keep) -> list[str]:
     return [f"{fig['id']}: {p}" for fig in reader[(page_name, width)].figures for p in fig["problems"] if keep(p)]
 
@@ -1470,6 +1479,9 @@ def test_the_reader_checks_can_fail(chromium, tmp_path):
         # a formula and a figure row a reader sees only by scrolling their boxes sideways
         + '<mjx-container display="true" style="display:block;overflow-x:auto;width:200px"><span style="display:inline-block;width:500px">x = 1</span></mjx-container>'
         + '<div style="overflow-x:auto;width:200px"><div class="plotly-graph-div" style="width:600px;height:10px"></div></div>'
+        # a formula cut into lines in a column four times its width
+        + '<mjx-container display="true" style="display:block;width:380px"><mjx-math style="display:inline-block;width:90px">'
+        + '<mjx-linebox>a</mjx-linebox><mjx-linebox>b</mjx-linebox></mjx-math></mjx-container>'
         + "</main></body></html>")
     handler = functools.partial(_QuietHandler, directory=str(tmp_path))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -1489,6 +1501,7 @@ def test_the_reader_checks_can_fail(chromium, tmp_path):
     assert layout["scrollWidth"] > 400 and layout["wide"], "a page wider than the phone was not flagged"
     assert layout["clipped"], "content cut off at a box's edge was not flagged"
     assert [s.split(":")[0] for s in layout["sideways"]] == ["formula", "figure"], layout["sideways"]
+    assert len(layout["squeezed"]) == 1 and "broken into 2 lines" in layout["squeezed"][0], layout["squeezed"]
     first, second, third, fourth = (f["problems"] for f in figures)
     assert any("no room for its data" in p for p in fourth) and not any("no room" in p for p in first), fourth
     assert any('the legend has no entry for "DiceSGD"' in p for p in third), third
