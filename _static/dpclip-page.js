@@ -34,7 +34,8 @@
     Array.prototype.forEach.call(all, function (c) {
       var focusable = c.querySelector("a[href], button, input, select, textarea, [tabindex=\"0\"]");
       // (the theme marks the outputs that scrolled at load tabindex="0" and the others "-1")
-      if (c.scrollWidth > c.clientWidth + 1 && !focusable) {
+      // any overflow at all, as axe counts it (a formula one pixel wider than its box in dark mode)
+      if (c.scrollWidth > c.clientWidth && !focusable) {
         if (c.getAttribute("tabindex") !== "0") {
           c.dataset.dpclipTabindex = c.getAttribute("tabindex") || "";
           c.setAttribute("tabindex", "0");
