@@ -458,7 +458,7 @@ def numbers_table(fig_dict: Mapping[str, Any]) -> str:
 
     import numpy as np
 
-    rows, axes, refs = [], [], []
+    rows, refs = [], []           # refs: each row's (x axis, y axis) references, "x2", "y2"
     data = list(fig_dict.get("data") or [])
     layout = fig_dict.get("layout") or {}
     bars = _category_table(data, layout)
@@ -476,7 +476,6 @@ def numbers_table(fig_dict: Mapping[str, Any]) -> str:
         if y is None:
             y = np.full(len(x), np.nan)
         rows.append((name, x.astype(float), y.astype(float)))
-        axes.append(layout.get(_axis_key(tr.get("xaxis") or "x")) or {})
         refs.append((tr.get("xaxis") or "x", tr.get("yaxis") or "y"))
     if not rows:
         return ""
@@ -497,7 +496,11 @@ def numbers_table(fig_dict: Mapping[str, Any]) -> str:
     # quantity its y axis shows; otherwise (several runs of one panel) its place, "2 of 5"
     names = [r[0] for r in rows]
 
-    def which(k, n, x, axis, ref):
+    def x_axis(ref):
+        return layout.get(_axis_key(ref[0])) or {}
+
+    def which(k, n, x, ref):
+        axis = x_axis(ref)
         group = [j for j, m in enumerate(names) if m == n]
         if len(group) < 2:
             return n
@@ -509,7 +512,7 @@ def numbers_table(fig_dict: Mapping[str, Any]) -> str:
                 return f"{n} ({_html.escape(words[group.index(k)])})"
         return f"{n} ({group.index(k) + 1} of {len(group)})"
 
-    rows = [(which(k, n, x, axis, ref), x, y) for k, ((n, x, y), axis, ref) in enumerate(zip(rows, axes, refs))]
+    rows = [(which(k, n, x, ref), x, y) for k, ((n, x, y), ref) in enumerate(zip(rows, refs))]
     esc = _html.escape
     same_x = len(rows) > 1 and all(len(r[1]) == len(rows[0][1]) and np.allclose(r[1], rows[0][1], equal_nan=True)
                                    for r in rows) and len(rows) <= 8
@@ -519,7 +522,7 @@ def numbers_table(fig_dict: Mapping[str, Any]) -> str:
         rows_shown = len(x0) if len(x0) <= _TABLE_ALL_ROWS else _TABLE_ROWS
         pick = np.unique(np.linspace(0, len(x0) - 1, rows_shown).round().astype(int)) if len(x0) else []
         head = "".join(f"<th scope='col'>{r[0]}</th>" for r in rows)
-        body = "".join("<tr><th scope='row'>" + _tick(axes[0], float(x0[i])) + "</th>" + "".join(f"<td>{_num(r[2][i])}</td>" for r in rows)
+        body = "".join("<tr><th scope='row'>" + _tick(x_axis(refs[0]), float(x0[i])) + "</th>" + "".join(f"<td>{_num(r[2][i])}</td>" for r in rows)
                        + "</tr>" for i in pick)
         return f"<table><thead><tr><th scope='col'>{esc(xt)}</th>{head}</tr></thead><tbody>{body}</tbody></table>"
     body = ""
