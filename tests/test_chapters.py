@@ -34,6 +34,8 @@ PLOT_LABEL = "Show the plotting code"
 SOLUTION_LABEL = "Show a solution"
 #: The fold of a computation whose results visible code goes on to use (``views``, ``kink_gap``).
 COMPUTE_LABEL = "Show how it is computed"
+#: an assert of "Checking the claims": the sentence before it says what is checked, the code folds
+CHECK_LABEL = "Show the check"
 #: A visible code cell with this many plotly trace/layout calls is plotting code.
 MAX_VISIBLE_PLOT_CALLS = 3
 
@@ -227,8 +229,8 @@ def test_hidden_code_labels(chapter):
             continue
         if label == SOLUTION_LABEL:
             bad.append(f"cell {i}: {SOLUTION_LABEL!r} on a cell that is not a solution")
-        elif hidden and label not in (PLOT_LABEL, COMPUTE_LABEL):
-            bad.append(f"cell {i}: hidden code must fold under {PLOT_LABEL!r} or {COMPUTE_LABEL!r} "
+        elif hidden and label not in (PLOT_LABEL, COMPUTE_LABEL, CHECK_LABEL):
+            bad.append(f"cell {i}: hidden code must fold under {PLOT_LABEL!r}, {COMPUTE_LABEL!r} or {CHECK_LABEL!r} "
                        f"(got {label or 'the default'!r})")
         if not hidden and "remove-cell" not in tags and "remove-input" not in tags:
             calls = len(re.findall(r"\bgo\.(Scatter|Bar|Heatmap|Contour|Histogram|Surface|Scattergl)\(|"
@@ -411,24 +413,45 @@ def _names(source: str) -> tuple[set[str], set[str]]:
     return defined, read
 
 
+def _functions(source: str) -> set[str]:
+    """Names of the functions and classes a cell defines at its top level."""
+    import ast
+
+    try:
+        tree = ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+    except SyntaxError:
+        return set()
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+
+
 def names_from_removed_cells(nb) -> list[str]:
-    """Code a reader sees unfolded that reads names only a removed cell (``remove-input``,
-    ``remove-cell``) defines: "assert kink_gap < 1e-9" where no page shows what ``kink_gap`` is."""
-    removed_only, shown, bad = set(), set(), []
+    """Code a reader sees unfolded that reads names only code off the page defines: a removed cell
+    (``remove-input``, ``remove-cell``: "assert kink_gap < 1e-9" where no page shows what ``kink_gap``
+    is) or a folded one (``hide-input``: ``NAMES`` defined under "Show the plotting code", read by a
+    visible cell; the reader who does not unfold sees an undefined name)."""
+    unseen_def, shown, bad = {}, set(), []
     for i, cell, _section, solution in _walk(nb):
         if cell.cell_type != "code":
             continue
         defined, read = _names(cell.source)
         tags = _tags(cell)
-        if tags & _REMOVED:
-            removed_only |= defined - shown
+        folded = bool(tags & {"hide-input", "hide-cell"}) or solution
+        if tags & _REMOVED or folded:
+            how = "removed" if tags & _REMOVED else "folded"
+            # a function folded under its label reads like a call into the lab: its name says what it
+            # does and the fold above shows how; data (NAMES, emp, fixed) computed out of sight does not
+            named = set() if how == "removed" else _functions(cell.source)
+            for name in defined - shown - named:
+                unseen_def.setdefault(name, how)
             continue
-        unseen = sorted((read - defined) & removed_only)
-        if unseen and not tags & {"hide-input", "hide-cell"} and not solution:
-            bad.append(f"cell {i} reads {', '.join(unseen)}, which only removed cells define: fold the cell that "
-                       f"computes them (hide-input, {COMPUTE_LABEL!r}) instead of removing it")
+        unseen = sorted((read - defined) & set(unseen_def))
+        if unseen:
+            where = ", ".join(f"{n} ({unseen_def[n]})" for n in unseen)
+            bad.append(f"cell {i} reads {where}, which only cells off the page define: show the computation, "
+                       f"or fold this cell too (hide-input, {COMPUTE_LABEL!r} or {CHECK_LABEL!r})")
         shown |= defined
-        removed_only -= defined
+        for name in defined:
+            unseen_def.pop(name, None)
     return bad
 
 
@@ -446,7 +469,8 @@ def test_the_removed_names_check_can_fail():
         nbformat.v4.new_code_cell("e_peak = 1.0", metadata={"tags": ["hide-input"]}),
         nbformat.v4.new_code_cell("assert kink_gap < 1e-9 and e_peak > 0"),
         nbformat.v4.new_code_cell("kink_gap = 2.0\nassert kink_gap > 1")])
-    assert [b.split(" reads ")[1].split(",")[0] for b in names_from_removed_cells(nb)] == ["kink_gap"]
+    bad = names_from_removed_cells(nb)
+    assert len(bad) == 1 and bad[0].startswith("cell 2 reads e_peak (folded), kink_gap (removed)"), bad
 
 
 def test_no_bookkeeping_on_the_page(chapter):
