@@ -160,8 +160,8 @@ def _classroom_box(pathto, stem: str, edition: str = "book") -> str:
         '<p class="admonition-title">Doing the exercises</p>\n'
         f'<p>Download the <a class="reference download" href="{html.escape(student)}" download>'
         f'student notebook</a> (also the page\'s download button): the exercises without '
-        'their solutions, with a <code>grader.check("q1")</code> cell after each one that '
-        f'runs the public tests. {after}</p>\n</div>\n'
+        'their solutions. Opened in Jupyter, it has a <code>grader.check("q1")</code> cell after '
+        f'each exercise that tests your answer. {after}</p>\n</div>\n'
     )
 
 

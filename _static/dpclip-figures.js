@@ -204,12 +204,24 @@
     if (!s || !el) return;
     var k = s.active || 0;
     var prefix = (s.currentvalue && s.currentvalue.prefix) || "";
-    var text = (prefix + s.steps[k].label).trim();
+    var text = plain(prefix + s.steps[k].label).trim();
     el.setAttribute("aria-valuemin", "0");
     el.setAttribute("aria-valuemax", String(s.steps.length - 1));
     el.setAttribute("aria-valuenow", String(k));
     el.setAttribute("aria-valuetext", text);
-    el.querySelector(".dpclip-slider-value").textContent = text;
+  }
+
+  /* A slider label's text without its markup ("G = ‖g<sub>1</sub>‖" reads "G = ‖g₁‖"). */
+  var SUB = {"0": "₀", "1": "₁", "2": "₂", "3": "₃", "4": "₄", "5": "₅", "6": "₆", "7": "₇", "8": "₈", "9": "₉"};
+  var SUP = {"0": "⁰", "1": "¹", "2": "²", "3": "³", "4": "⁴", "5": "⁵", "6": "⁶", "7": "⁷", "8": "⁸", "9": "⁹", "-": "⁻", "−": "⁻"};
+  function plain(html) {
+    var t = String(html).replace(/<(sub|sup)>([^<]*)<\/\1>/g, function (m, tag, inner) {
+      var map = tag === "sub" ? SUB : SUP;
+      return inner.split("").every(function (c) { return map[c]; }) ? inner.split("").map(function (c) { return map[c]; }).join("") : inner;
+    });
+    var d = document.createElement("div");
+    d.innerHTML = t;
+    return d.textContent;
   }
 
   function goToStep(gd, k) {
@@ -235,7 +247,7 @@
   function keyboardSlider(gd) {
     var s = sliderOf(gd);
     if (!s || control(gd)) return;
-    var label = ((s.currentvalue && s.currentvalue.prefix) || "slider").replace(/[\s=:]+$/, "");
+    var label = plain((s.currentvalue && s.currentvalue.prefix) || "slider").replace(/[\s=:]+$/, "");
     var el = document.createElement("div");
     el.className = "dpclip-slider-keys";
     el.dataset.figure = gd.id;
@@ -243,8 +255,12 @@
     el.setAttribute("role", "slider");
     el.setAttribute("aria-label", label);
     el.setAttribute("aria-orientation", "horizontal");
-    el.innerHTML = '<span class="dpclip-slider-value"></span>' +
-      '<span class="dpclip-slider-hint" aria-hidden="true"> · keys ← → move the slider, Home/End jump</span>';
+    // plotly shows the value above the slider; this tab stop says how to move it (its value is
+    // read out by a screen reader: aria-valuetext)
+    var hint = document.createElement("span");
+    hint.className = "dpclip-slider-hint";
+    hint.textContent = label + ": keys ← → move the slider, Home/End jump";
+    el.appendChild(hint);
     var anchor = gd.closest(".dpclip-figure-scroll") || gd.parentNode;
     anchor.parentNode.insertBefore(el, anchor.nextSibling);
     describeStep(gd);
@@ -463,14 +479,30 @@
     Object.keys(fl).forEach(function (key) {
       if (!/^[xy]axis\d*$/.test(key)) return;
       var ax = fl[key];
-      if (!ax || !ax._id || ax.visible === false || ax.tickmode === "array") return;
+      var ours = ((gd.layout && gd.layout.meta) || {}).dpclip_log_ticks || [];
+      var array = ax.tickmode === "array";
+      // ticks a chapter named itself stay; the log labels the lab wrote may thin
+      if (!ax || !ax._id || ax.visible === false || (array && ours.indexOf(key) < 0)) return;
       var labels = Array.prototype.filter.call(gd.querySelectorAll("." + ax._id + "tick text"),
         function (el) { return (el.textContent || "").trim(); });
       if (labels.length < 2 || !crowded(labels)) return;
       var tries = (gd._dpclipThinned[key] || 0) + 1;
       if (tries > 4) return;
       gd._dpclipThinned[key] = tries;
-      if (ax.type === "log") {
+      if (array) {
+        // keep the powers of ten; where there are only those, every other one
+        var vals = ax.tickvals || [], texts = ax.ticktext || [], keepV = [], keepT = [];
+        var powers = vals.filter(function (v) { return Math.abs(Math.log10(v) - Math.round(Math.log10(v))) < 1e-9; });
+        vals.forEach(function (v, i) {
+          var p = powers.indexOf(v);
+          var keep = powers.length < vals.length ? p >= 0 : i % 2 === 0;
+          if (keep) { keepV.push(v); keepT.push(texts[i]); }
+        });
+        if (keepV.length >= 2 && keepV.length < vals.length) {
+          update[key + ".tickvals"] = keepV;
+          update[key + ".ticktext"] = keepT;
+        }
+      } else if (ax.type === "log") {
         var at = LOG_STEPS.indexOf(ax.dtick);
         var next = at >= 0 ? LOG_STEPS[at + 1] : typeof ax.dtick === "number" ? 2 * ax.dtick : "D2";
         if (next === undefined) next = 2 * LOG_STEPS[LOG_STEPS.length - 1];
@@ -496,7 +528,24 @@
     }, 200);
   });
 
+  /* A figure drawn while its column had another width (the page still laying out, a sidebar
+   * opening) keeps that width: plotly follows the window, not the column. A reader at 1280 px
+   * saw a figure's right panel and slider labels cut at its edge. Each figure follows its box. */
+  function followBox(gd) {
+    if (gd.dataset.dpclipFollow || !window.ResizeObserver || !window.Plotly) return;
+    gd.dataset.dpclipFollow = "1";
+    var timer = null;
+    new ResizeObserver(function () {
+      clearTimeout(timer);
+      timer = setTimeout(function () {
+        var fl = gd._fullLayout;
+        if (fl && Math.abs(fl.width - gd.clientWidth) > 1 && gd.clientWidth > 0) window.Plotly.Plots.resize(gd);
+      }, 100);
+    }).observe(gd);
+  }
+
   function setUp(gd) {
+    followBox(gd);
     if (gd._fullData && !gd.dataset.dpclipStackChecked) { gd.dataset.dpclipStackChecked = "1"; stackPanels(gd); }
     if (gd._fullData) { keyboardSlider(gd); buildLegend(gd); fitTitles(gd); thinTicks(gd); }
     if (gd.on && !gd.dataset.dpclipHooked) {

@@ -72,15 +72,67 @@
       }
     });
   }
-  function fit() { fitInlineMath(); focusableWideDisplays(); nameToggles(); scrollCues(); }
+  // a table wider than its column (a phone) would hide its right-hand columns behind a sideways
+  // scroll: it is set as one block per row instead, each value after its column's name
+  // (dpclip-stacked, _static/dpclip.css); the roles keep it a table for a screen reader
+  function stackWideTables() {
+    var all = document.querySelectorAll("article table, main table");
+    Array.prototype.forEach.call(all, function (t) {
+      t.classList.remove("dpclip-stacked");
+      var host = t.parentElement;
+      if (!host || t.getBoundingClientRect().width === 0) return;
+      if (t.scrollWidth <= host.clientWidth + 1 && t.getBoundingClientRect().width <= host.clientWidth + 1) return;
+      if (!t.dataset.dpclipLabelled) {
+        t.dataset.dpclipLabelled = "1";
+        var head = t.tHead && t.tHead.rows.length ? t.tHead.rows[t.tHead.rows.length - 1] : null;
+        var names = head ? Array.prototype.map.call(head.cells, function (c) { return c.textContent.trim(); }) : [];
+        t.setAttribute("role", "table");
+        Array.prototype.forEach.call(t.querySelectorAll("thead, tbody, tfoot"), function (g) { g.setAttribute("role", "rowgroup"); });
+        Array.prototype.forEach.call(t.rows, function (r) {
+          r.setAttribute("role", "row");
+          var k = 0;
+          Array.prototype.forEach.call(r.cells, function (c) {
+            var inHead = r.parentElement && r.parentElement.tagName === "THEAD";
+            c.setAttribute("role", inHead ? "columnheader" : (c.tagName === "TH" ? "rowheader" : "cell"));
+            if (!inHead && names[k]) c.setAttribute("data-label", names[k]);
+            k += c.colSpan || 1;
+          });
+        });
+      }
+      t.classList.add("dpclip-stacked");
+    });
+  }
+  // punctuation after a formula in running text stays on the formula's line (a line that starts
+  // with ", the feedback…" or ". The lab's…"): the formula and the marks that follow it are one
+  // unit for line breaking (dpclip-nobreak, _static/dpclip.css); breaks inside the formula remain
+  function gluePunctuation() {
+    var all = document.querySelectorAll('mjx-container:not([display="true"])');
+    Array.prototype.forEach.call(all, function (c) {
+      // Sphinx writes inline math as <span class="math">\(…\)</span>: MathJax's output sits inside it
+      var unit = c.parentElement && c.parentElement.matches("span.math") ? c.parentElement : c;
+      var next = unit.nextSibling;
+      if (!next || next.nodeType !== 3 || (unit.parentElement && unit.parentElement.classList.contains("dpclip-nobreak"))) return;
+      var m = /^[,.;:!?)\]\u2019\u201d]+/.exec(next.data);
+      if (!m) return;
+      if (next.data.length > m[0].length) next.splitText(m[0].length);
+      var span = document.createElement("span");
+      span.className = "dpclip-nobreak";
+      unit.parentNode.insertBefore(span, unit);
+      span.appendChild(unit);
+      span.appendChild(next);
+    });
+  }
+  function fit() { gluePunctuation(); fitInlineMath(); stackWideTables(); focusableWideDisplays(); nameToggles(); scrollCues(); }
   function later() { clearTimeout(timer); timer = setTimeout(fit, 150); }
   function start() {
     var mj = window.MathJax;
     if (mj && mj.startup && mj.startup.promise) mj.startup.promise.then(fit);
     else fit();
   }
-  window.dpclipPage = {fitInlineMath: fitInlineMath, fit: fit};
+  window.dpclipPage = {fitInlineMath: fitInlineMath, stackWideTables: stackWideTables, fit: fit};
   window.addEventListener("load", start);
   window.addEventListener("resize", later);
+  // a folded "Show the numbers" table is measured when it opens
+  document.addEventListener("toggle", function (e) { if (e.target.open) stackWideTables(); }, true);
   new MutationObserver(focusableWideDisplays).observe(document.documentElement, {attributes: true, attributeFilter: ["data-theme"]});
 })();

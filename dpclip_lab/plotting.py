@@ -710,14 +710,106 @@ def _reader_trace(trace: Mapping[str, Any], named: bool = False) -> dict:
     return trace
 
 
-def _whole_log_labels(layout: dict) -> dict:
-    """``layout`` with every log axis labelling its in-between ticks as whole numbers: plotly writes
-    a bare "5" for 0.5 below "1" and "2" for 20 above "10" ("small digits"), which a reader of the
-    book read as the wrong values; "complete" writes 0.5 and 20. An axis that sets it keeps its own."""
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+def log_tick_text(v: float, *, plain: bool = True) -> str:
+    """A log axis's tick label as the book writes numbers: 0.002, 20 and 5000 plainly (``plain``,
+    for an axis whose ticks all lie in [10⁻³, 10⁴)), 10⁻⁵ and 2×10⁻⁵ otherwise (1 and 10 stay
+    plain). plotly's "power" labels read "2x10" for 20 and "5x10⁻¹" for 0.5."""
+    if not (v > 0 and math.isfinite(v)):
+        raise ValueError(f"v must be a positive finite number, got {v!r}")
+    if plain and 1e-3 <= v < 1e4:
+        return f"{v:.3g}" if v < 1 else f"{v:.4g}"
+    e = math.floor(math.log10(v) + 1e-9)
+    m = round(v / 10 ** e, 2)
+    if m == 1 and e in (0, 1):
+        return "1" if e == 0 else "10"
+    power = "10" + str(e).translate(_SUPERSCRIPT)
+    return power if m == 1 else f"{m:g}×{power}"
+
+
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """Tick values of a log axis spanning 10**lo to 10**hi: 1, 2, 5 per decade over up to 2.5
+    decades (every digit over a fraction of one), every decade up to 8, and every 2nd, 3rd, 5th,
+    10th or 20th decade beyond (at most about 8 labels)."""
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
+        raise ValueError(f"lo and hi must be finite with lo <= hi, got {lo!r}, {hi!r}")
+    span = hi - lo
+
+    def ticks_of(mantissas, step):
+        out = []
+        for e in range(math.floor(lo / step) * step, math.ceil(hi) + 1, step):
+            for m in mantissas:
+                v = float(f"{m * 10.0 ** e:.6g}")
+                if 10 ** (lo - 1e-9) <= v <= 10 ** (hi + 1e-9):
+                    out.append(v)
+        return out
+
+    if span > 8:
+        return ticks_of((1,), next((k for k in (2, 3, 5, 10, 20) if span / k <= 8), 50))
+    if span > 2.5:
+        return ticks_of((1,), 1)
+    ticks = ticks_of((1, 2, 5), 1)
+    return ticks if len(ticks) >= 3 else ticks_of((1, 2, 3, 4, 5, 6, 7, 8, 9), 1)
+
+
+def _log_axis_extents(fig_dict: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
+    """Per log axis of ``fig_dict``: (log10 min, log10 max) of its positive data, frames included."""
+    layout = fig_dict.get("layout") or {}
+    traces = list(fig_dict.get("data") or [])
+    for frame in fig_dict.get("frames") or []:
+        traces += list(frame.get("data") or [])
+    out: dict[str, tuple[float, float]] = {}
+    for t in traces:
+        if not isinstance(t, Mapping):
+            continue
+        for coord in ("x", "y"):
+            key = _axis_key(t.get(coord + "axis") or coord)
+            if (layout.get(key) or {}).get("type") != "log":
+                continue
+            arr = _array(t.get(coord))       # plotly writes numpy data as base64 typed arrays
+            vals = [float(v) for v in arr.ravel() if v > 0 and math.isfinite(v)] if arr is not None and \
+                arr.dtype.kind in "fiu" else []
+            if vals:
+                lo, hi = out.get(key, (math.inf, -math.inf))
+                out[key] = (min(lo, math.log10(min(vals))), max(hi, math.log10(max(vals))))
+    return out
+
+
+def _whole_log_labels(layout: dict, fig_dict: Mapping[str, Any] | None = None) -> dict:
+    """``layout`` with every log axis labelled as the book writes numbers (:func:`log_tick_text` at
+    :func:`log_ticks`), over its range or, without one, its data's. plotly's own labels read "2x10"
+    for 20 ("power") or a bare "5" for 0.5 ("small digits"). An axis that names its ticks (tickvals,
+    dtick) keeps them; where neither range nor data is known, plotly labels every number in full."""
+    extents = _log_axis_extents(fig_dict) if fig_dict is not None else {}
+    ours = []
     for key, axis in list(layout.items()):
-        if re.fullmatch(r"[xy]axis\d*", key) and isinstance(axis, Mapping) and axis.get("type") == "log" \
-                and "minorloglabels" not in axis:
-            layout[key] = dict(axis, minorloglabels="complete")
+        if not (re.fullmatch(r"[xy]axis\d*", key) and isinstance(axis, Mapping) and axis.get("type") == "log"):
+            continue
+        axis = dict(axis)
+        if "minorloglabels" not in axis:
+            axis["minorloglabels"] = "complete"
+        named = any(axis.get(k) is not None for k in ("tickvals", "dtick", "ticktext"))
+        rng = axis.get("range")
+        if not named and isinstance(rng, (list, tuple)) and len(rng) == 2 and all(
+                isinstance(r, (int, float)) for r in rng):
+            lo, hi = sorted(map(float, rng))
+        elif not named and key in extents:
+            lo, hi = extents[key]
+        else:
+            layout[key] = axis
+            continue
+        ticks = log_ticks(lo, hi)
+        if len(ticks) >= 2:
+            plain = all(1e-3 <= v < 1e4 for v in ticks)
+            axis.update(tickmode="array", tickvals=ticks, ticktext=[log_tick_text(v, plain=plain) for v in ticks])
+            ours.append(key)
+        layout[key] = axis
+    if ours and isinstance(layout.get("meta", {}), Mapping):
+        # the page may thin these labels where a panel is narrow (_static/dpclip-figures.js, thinTicks);
+        # ticks a chapter named itself it leaves alone
+        layout["meta"] = dict(layout.get("meta") or {}, dpclip_log_ticks=ours)
     return layout
 
 
@@ -726,7 +818,8 @@ def _reader_defaults(fig_dict: dict) -> dict:
     if fig_dict.get("data"):
         fig_dict["data"] = [_reader_trace(t) for t in fig_dict["data"]]
     if isinstance(fig_dict.get("layout"), Mapping):
-        fig_dict["layout"] = _whole_log_labels(_scripts_in(_panels_apart(_panels_apart(dict(fig_dict["layout"]), "x"), "y")))
+        fig_dict["layout"] = _whole_log_labels(_scripts_in(_panels_apart(_panels_apart(dict(fig_dict["layout"]), "x"), "y")),
+                                               fig_dict)
     named = [bool(t.get("name")) for t in fig_dict.get("data") or []]
     frames = []
     for frame in fig_dict.get("frames") or []:
@@ -1067,20 +1160,21 @@ def _control_name(key: str, control) -> str:
 def live_placeholder(controls: Sequence[str] = (), call: str | None = None):
     """Lab utility: The box the static book shows instead of a live control (an ``IPython.display.HTML``).
 
-    It shows the one line of code that the cell runs in a notebook (``call``, e.g.
-    ``dp.live(live_audit, z=…, q=…, C=…)``; the cell itself is kept off the page), says
-    what the live control varies and how to get it: run the chapter in Jupyter, or on
+    One line: the code that the cell runs in a notebook (``call``, e.g.
+    ``dp.live(live_audit, z=…, q=…, C=…)``; the cell itself is kept off the page; without a
+    call, the names of the ``controls``) and how to get it: run the chapter in Jupyter, or on
     Binder (the page's rocket button; a direct link when the build knows the repository,
-    see ``_config.yml`` ``repository.url``).
+    see ``_config.yml`` ``repository.url``). What the control shows is said by the chapter's
+    sentence before the cell, not repeated here.
     """
     from html import escape
 
     from IPython.display import HTML
 
     names = ", ".join(f"<b>{escape(str(c))}</b>" for c in controls)
-    what = f" for {names}" if names else ""
-    runs = f"In a running notebook this cell runs <code>{escape(call)}</code>: " if call else \
-        "In a running notebook this cell shows "
+    # one line: the call names its controls, and the sentence before the cell says what they do
+    what = f"runs <code>{escape(call)}</code>" if call else \
+        "shows a live control" + (f" for {names}" if names else "")
     link = ""
     base, root = os.environ.get(BINDER_URL_ENV), os.environ.get(BOOK_ROOT_ENV)
     if base and root:
@@ -1094,11 +1188,8 @@ def live_placeholder(controls: Sequence[str] = (), call: str | None = None):
                     "folder on Binder</a>.")
     return HTML(
         f'<div class="admonition tip {LIVE_PLACEHOLDER_CLASS}">'
-        '<p class="admonition-title">Run this live in Jupyter or on Binder</p>'
-        f"<p>{runs}a live control{what} that recomputes the "
-        "figure for any value, not only the precomputed frames of the slider above. "
-        "This page has no Python behind it: run the chapter in Jupyter, or launch it on "
-        f"Binder with the rocket button at the top of the page.{link}</p></div>"
+        '<p class="admonition-title">Run this live</p>'
+        f"<p>In Jupyter, or on Binder (the rocket button at the top of the page), this cell {what}.{link}</p></div>"
     )
 
 
@@ -1303,7 +1394,9 @@ def gradient_cloud(G, basis, *, arrow_scale: float = 1.0, xaxis: str = "x", yaxi
     label = "true gradient" + (f" (×{arrow_scale:.3g})" if arrow_scale != 1 else "")
     return [
         go.Scatter(x=_np32(P[:, 0]), y=_np32(P[:, 1]), mode="markers", name="per-example gradients",
-                   marker=dict(color=COLORS["unclipped"], size=5, opacity=0.35),
+                   # a size larger than the clipped points': where clipping changes nothing, the
+                   # unclipped point stays visible as a rim around its clipped copy
+                   marker=dict(color=COLORS["unclipped"], size=8, opacity=0.35),
                    xaxis=xaxis, yaxis=yaxis, hoverinfo="skip"),
         _arrow(G.mean(0) @ basis.T, name=label, color=COLORS["true"], scale=arrow_scale,
                xaxis=xaxis, yaxis=yaxis, layer=0),

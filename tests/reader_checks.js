@@ -56,8 +56,9 @@
         break;
       }
     }
-    // what a reader sees only by scrolling a box sideways: a formula or a figure (a data table
-    // may scroll; its columns are labelled). Each box is named once, by what it holds.
+    // what a reader sees only by scrolling a box sideways: a formula, a figure or a table (a fifth
+    // reading met tables whose right-hand columns, the ones the text quoted, were off a phone's
+    // screen). Each box is named once, by what it holds.
     const sideways = [];
     for (const el of main.querySelectorAll("*")) {
       const ox = getComputedStyle(el).overflowX;
@@ -65,7 +66,7 @@
       if (el.closest("mjx-assistive-mml") || el.getBoundingClientRect().width === 0) continue;
       const kind = el.matches("mjx-container") || el.querySelector(":scope > mjx-container, :scope > .math, mjx-container[display='true']")
         ? "formula" : el.querySelector(".js-plotly-plot, .plotly-graph-div") ? "figure" : el.querySelector("table") || el.matches("table") ? "table" : "other";
-      if (kind === "table" || sideways.some((s) => s.el.contains(el))) continue;
+      if (sideways.some((s) => s.el.contains(el))) continue;
       const cue = /dpclip-more-(right|left)/.test(el.className || "") ? "" : " (no scroll cue)";
       sideways.push({el, text: `${kind}: ${describe(el)} needs ${el.scrollWidth} px of ${el.clientWidth}${cue}`, kind});
     }
@@ -78,8 +79,32 @@
       const w = m.getBoundingClientRect().width;
       if (w < 0.5 * c.clientWidth) squeezed.push(`${describe(c)} broken into ${lines} lines ${Math.round(w)} px wide in a ${c.clientWidth} px column`);
     }
+    // a line that starts with the punctuation closing a formula (", the feedback…" after $e_t$)
+    const orphans = [];
+    for (const c of main.querySelectorAll('mjx-container:not([display="true"])')) {
+      if (c.closest("mjx-assistive-mml")) continue;
+      // Sphinx writes inline math as <span class="math">\(…\)</span>, MathJax's output inside it
+      const unit = c.parentElement && c.parentElement.matches("span.math") ? c.parentElement : c;
+      const next = unit.nextSibling;
+      if (!next || next.nodeType !== 3 || !/^[,.;:!?)\]]/.test(next.data)) continue;
+      const boxes = c.getClientRects();
+      if (!boxes.length) continue;
+      const last = boxes[boxes.length - 1], r = document.createRange();
+      r.setStart(next, 0); r.setEnd(next, 1);
+      const ch = r.getBoundingClientRect();
+      if (ch.height > 0 && ch.top >= last.bottom - 2) orphans.push(`"${next.data.slice(0, 20)}" starts a line after ${describe(c).slice(0, 60)}`);
+    }
+    // a table caption squeezed into a column a word or two wide (a stacked table on a phone)
+    for (const cap of main.querySelectorAll("table caption")) {
+      const t = cap.closest("table"), w = cap.getBoundingClientRect().width, tw = t.getBoundingClientRect().width;
+      if (cap.textContent.trim().length > 20 && tw > 0 && w < 0.5 * tw) clipped.push(`caption "${cap.textContent.trim().slice(0, 40)}" squeezed to ${Math.round(w)} px of its table's ${Math.round(tw)}`);
+    }
+    // markup a reader sees as text ("G = ‖g<sub>1</sub>‖" under a slider, written by a script)
+    const markup = [], prose = main.cloneNode(true);
+    prose.querySelectorAll("pre, code, .highlight, script, style, mjx-assistive-mml").forEach((e) => e.remove());
+    for (const m of (prose.textContent || "").replace(/\s+/g, " ").matchAll(/.{0,30}<\/?(sub|sup|b|i|em|br|span|div)\b[^>]{0,40}>.{0,30}/g)) markup.push(m[0]);
     return {scrollWidth: document.documentElement.scrollWidth, clientWidth: W, wide, clipped,
-            sideways: sideways.map((s) => s.text), squeezed};
+            sideways: sideways.map((s) => s.text), squeezed, markup, orphans};
   }
 
   // ---------------------------------------------------------------- figures
@@ -144,6 +169,10 @@
       const ticks = Array.from(layer.querySelectorAll("text")).filter((e) => usable(rect(e)) && e.textContent.trim())
         .map((e) => ({what: `tick label "${e.textContent.slice(0, 12)}"`, box: rect(e)}));
       for (let i = 0; i < ticks.length; i++) pairs([ticks[i]], ticks.slice(i + 1), "tick labels on each other");
+      // a number as the book writes it: plotly's "power" labels read "2x10" for 20 (the exponent 1 left out)
+      for (const e of layer.querySelectorAll("text")) {
+        if (/^\s*\d+(\.\d+)?\s*[x×]\s*10\s*$/.test(e.textContent)) problems.push(`tick label "${e.textContent.trim()}" (20 written as 2×10)`);
+      }
     });
     // the figure itself stays inside the page column
     const g = rect(gd), W = document.documentElement.clientWidth;

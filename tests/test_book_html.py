@@ -420,7 +420,14 @@ def _plotly_figures(text: str) -> list[dict]:
             layout, i = dec.raw_decode(text, i)
         except (ValueError, AttributeError):
             continue
-        figs.append({"data": data, "layout": layout})
+        fig = {"data": data, "layout": layout}
+        f = re.compile(r"\s*,\s*[^)]*?\)\.then\(function\(\)\{\s*Plotly\.addFrames\(\s*'[^']*'\s*,\s*").match(text, i)
+        if f:       # the slider's frames: pio writes them after the figure
+            try:
+                fig["frames"], _ = dec.raw_decode(text, f.end())
+            except (ValueError, AttributeError):
+                pass
+        figs.append(fig)
     return figs
 
 
@@ -586,9 +593,77 @@ def _alike_curves(fig: dict) -> list[str]:
         color = line.get("color") or marker.get("color") or t.get("fillcolor")
         if color is None or not isinstance(color, str):
             continue          # plotly's colour cycle gives each its own
-        key = (t.get("type", "scatter"), t.get("mode"), color.lower(), line.get("dash"), marker.get("symbol"), t.get("fill"))
+        mode = t.get("mode") or _default_mode(t)
+        key = (t.get("type", "scatter"), mode, color.lower(), line.get("dash") or "solid",
+               marker.get("symbol") if "markers" in mode else None, t.get("fill"))
         looks.setdefault(key, set()).add(t["name"])
     return [f"{sorted(names)} are drawn alike ({key[2]}, {key[1] or key[0]})" for key, names in looks.items() if len(names) > 1]
+
+
+def _default_mode(t: dict) -> str:
+    """plotly's mode for a scatter trace that sets none: markers too under 20 points."""
+    from dpclip_lab.plotting import _array
+
+    x = _array(t.get("y")) if t.get("y") is not None else _array(t.get("x"))
+    return "lines+markers" if x is not None and len(x) < 20 else "lines"
+
+
+def _hidden_curves(fig: dict) -> list[str]:
+    """Named curves drawn exactly on top of another one, in the same style, so that the one below
+    never shows (a fifth reading of #28: "Wang et al.: Output" lay under "…: Gradient" in every
+    frame, and at q = 1 one bound under the other), in the figure as loaded and in every frame."""
+    import numpy as np
+
+    from dpclip_lab.plotting import _array
+
+    base = list(fig.get("data") or [])
+    states = [("as loaded", base)]
+    for fr in fig.get("frames") or []:
+        data, targets = fr.get("data") or [], fr.get("traces") or range(len(fr.get("data") or []))
+        merged = [dict(t) for t in base]
+        for k, t in zip(targets, data):
+            if 0 <= k < len(merged):
+                merged[k] = {**merged[k], **t}
+        states.append((f"frame {fr.get('name')}", merged))
+    out = []
+    for where, traces in states:
+        seen = []
+        for t in traces:
+            if not t.get("name") or t.get("visible") in (False, "legendonly") or t.get("type", "scatter") != "scatter":
+                continue
+            x, y = _array(t.get("x")), _array(t.get("y"))
+            if x is None or y is None or len(x) != len(y) or len(x) < 2:
+                continue
+            mode = t.get("mode") or _default_mode(t)
+            look = ((t.get("xaxis") or "x"), (t.get("yaxis") or "y"), (t.get("line") or {}).get("dash") or "solid",
+                    "lines" in mode)
+            # a curve under another shows as a rim where it is drawn wider (the book's arrows and bands)
+            size = float((t.get("line") or {}).get("width", 2) if "lines" in mode else (t.get("marker") or {}).get("size", 6))
+            for name, other, (ox, oy), below in seen:
+                if other == look and below <= size + 0.5 and len(ox) == len(x) and name != t["name"] \
+                        and np.allclose(ox, x, rtol=1e-6, equal_nan=True) and np.allclose(oy, y, rtol=1e-6, atol=0, equal_nan=True):
+                    out.append(f"{where}: {name!r} lies exactly under {t['name']!r} (same line style)")
+            seen.append((t["name"], look, (x, y), size))
+    return sorted(set(out))
+
+
+def test_no_named_curve_hides_under_another(built_book):
+    bad = [f"{page.relative_to(built_book)}, figure {k}: {p}" for page in _chapter_pages(built_book)
+           for k, fig in enumerate(_plotly_figures(page.read_text(errors="replace"))) for p in _hidden_curves(fig)]
+    assert not bad, "\n".join(bad[:30])
+
+
+def test_the_hidden_curve_check_can_fail():
+    x = [1.0, 2.0, 3.0]
+    fig = {"data": [{"name": "gradient", "x": x, "y": [1, 2, 3]}, {"name": "output", "x": x, "y": [1, 2, 3]},
+                    {"name": "dashed twin", "x": x, "y": [1, 2, 3], "line": {"dash": "dash"}},
+                    {"name": "wide rim", "x": x, "y": [3, 2, 1], "line": {"width": 5}},
+                    {"name": "other", "x": x, "y": [3, 2, 1]}],
+           "frames": [{"name": "q=1", "traces": [4], "data": [{"y": [1, 2, 3.0]}]}]}
+    found = _hidden_curves(fig)
+    assert "as loaded: 'gradient' lies exactly under 'output' (same line style)" in found
+    assert "frame q=1: 'output' lies exactly under 'other' (same line style)" in found
+    assert not any("dashed twin" in p or "wide rim" in p for p in found)
 
 
 def test_curves_a_legend_names_apart_look_apart(built_book):
@@ -655,9 +730,46 @@ def test_generated_sentences_read_right(built_book):
     assert not bad, "sentences that read wrong:\n" + "\n".join(bad[:40])
 
 
-#: A number in Python's exponent form ("3.65e+03", "1.5e-09", "1e+06"): a reader's table writes
-#: 3.65 × 10³ (``dpclip_lab.plotting.fmt``). A hand-written "1e-5" (δ) is left alone.
-PYTHON_EXPONENT = re.compile(r"(?<![\w.])\d(?:\.\d+)?e(?:\+\d+|-\d{2,})(?![\w.])")
+#: A number in Python's exponent form ("3.65e+03", "1.5e-09", "1e+06", "δ = 1e-5"): a reader's table
+#: writes 3.65 × 10³ (``dpclip_lab.plotting.fmt``) and δ = 10⁻⁵ (a fifth reading met "δ = 1e-5").
+PYTHON_EXPONENT = re.compile(r"(?<![\w.])\d(?:\.\d+)?e[+-]?\d+(?![\w.])")
+
+#: Code's notation where the book typesets: "<=" for ≤, "P_D" and "Δ_SGD" for subscripts, "C1" for
+#: C₁, "sigma1" for σ₁, "[35]" for a paper's own reference number (the book cites author-year).
+ASCII_NOTATION = {
+    "Python's exponent form": PYTHON_EXPONENT,
+    "an ASCII relation": re.compile(r"&lt;=|&gt;=|(?<![<>=!])(?:<=|>=)(?!=)"),
+    "an underscore for a subscript": re.compile(r"(?<![\w/.])[A-Za-zΔσεδμαβγλ]_(?:\{[^}]*\}|[A-Za-z0-9]{1,3})(?![\w])"),
+    "a digit for a subscript": re.compile(r"(?<![\w])(?:C[12]|sigma\d?|σ[12](?=\w))(?![\w])"),
+    "a paper's reference number": re.compile(r"(?<![\w\]])\[\d{1,3}(?:\s*,\s*\d{1,3})*\](?![(\w])"),
+}
+
+
+def ascii_notation(html: str) -> list[str]:
+    """Code's notation in the tables and figures of a page (its math and code left out)."""
+    texts = [re.sub(r"<code\b.*?</code>|\\\(.*?\\\)", " ", t, flags=re.S)
+             for t in re.findall(r"<table\b.*?</table>", html, flags=re.S)]
+    texts = [re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", t)) for t in texts]
+    texts += [json.loads(f'"{m.group(1)}"') for m in _FIGURE_TEXT.finditer(html)]
+    return [f"{what}: ...{t[max(0, m.start() - 40):m.end() + 20]}..." for t in texts
+            for what, p in ASCII_NOTATION.items() for m in p.finditer(t)]
+
+
+def test_tables_and_figures_write_notation_as_the_text_does(built_book):
+    """A fifth reading of #28 met "hypothesis: sigma1 >= 8 C1 / B", "P_D(S > s)", "Δ_SGD" and a legend
+    citing "[35] Wu et al." beside prose that typesets σ₁ ≥ 8C₁/B and cites Wu et al. [2017]."""
+    bad = _on_chapter_pages(built_book, lambda html: list(dict.fromkeys(ascii_notation(html))))
+    assert not bad, "\n".join(bad[:40])
+
+
+def test_the_notation_check_can_fail():
+    page = ("<table><tr><td>hypothesis: sigma1 >= 8 C1 / B</td><td>P_D(S &gt; s)</td><td>Δ_SGD</td><td>δ = 10⁻⁵</td>"
+            "<td><code>dp_event</code> and \\(c_2\\) and dp_accounting</td><td>σ₁ ≥ 8C₁/B</td></tr></table>"
+            '{"name":"[35] Wu et al.: Output"} {"name":"Wu et al. [2017]"} {"text":"ε at δ = 1e-5"}')
+    found = [p.split(":")[0] for p in ascii_notation(page)]
+    assert sorted(found) == sorted(["an ASCII relation", "an underscore for a subscript", "an underscore for a subscript",
+                                    "a digit for a subscript", "a digit for a subscript",
+                                    "a paper's reference number", "Python's exponent form"]), ascii_notation(page)
 
 
 def _table_texts(html: str) -> list[str]:
@@ -713,7 +825,7 @@ def test_the_table_number_check_can_fail():
     found = [m.group(0) for t in _table_texts("<table><tr><td>3.65e+03</td><td>1.5e-09</td><td>1e+06</td>"
                                               "<td>δ = 1e-5</td><td>3.65 × 10³</td><td>1e-5</td></tr></table>")
              for m in PYTHON_EXPONENT.finditer(t)]
-    assert found == ["3.65e+03", "1.5e-09", "1e+06"], found
+    assert found == ["3.65e+03", "1.5e-09", "1e+06", "1e-5", "1e-5"], found
     assert [m.group(0) for t in _table_texts("<table><td>nan</td><td>−inf</td><td>financial</td><td>—</td></table>")
             for m in NOT_A_NUMBER.finditer(t)] == ["nan", "−inf"]
 
@@ -993,7 +1105,9 @@ def test_the_sentence_checks_can_fail():
 #: Glued values that measure the machine (wall-clock times, and which method was slowest), not results
 #: of the book: never compared.
 MEASURED_GLUE = {"book/beyond/taking_it_to_your_model": {"launch_s", "one_s"},
-                 "book/closing/which_remedy": {"sk_slowest", "bc_slowest", "cnn_ms_lo", "cnn_ms_hi"}}
+                 "book/closing/which_remedy": {"sk_slowest", "bc_slowest", "cnn_ms_lo", "cnn_ms_hi",
+                                               "sk_ms_slow", "sk_ms_dp", "sk_pre_time_ratio",
+                                               "bc_ms_slow", "bc_ms_dp", "bc_pre_time_ratio"}}
 _SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻", "0123456789-")
 
 
@@ -1349,13 +1463,32 @@ def test_the_page_fits_a_phone(reader, page_name):
 
 @pytest.mark.parametrize("page_name", PAGES)
 def test_no_formula_or_figure_hides_behind_a_sideways_scroll(reader, page_name):
-    """A reader sees every formula and every panel of a figure without scrolling a box sideways,
-    at 1280 and at 400 px: only a data table (its columns labelled) may scroll in its box. At
+    """A reader sees every formula, every panel of a figure and every column of a table without
+    scrolling a box sideways, at 1280 and at 400 px. A table wider than its column is set as one
+    block per row (``_static/dpclip-page.js``, stackWideTables: a fifth reading of #28 met tables
+    whose right-hand columns, the ones the text quoted, lay off a phone's screen). At
     400 px side-by-side panels stand one above the other (``_static/dpclip-figures.js``) and
     MathJax 4 breaks a formula at the width of its column (``_config.yml``, ``displayOverflow:
     linebreak``). #28's fourth reading: readers called the 72 formulas that scrolled inside their
     box on a phone (MathJax 3 broke no lines) cut off, shade or not."""
     problems = [f"{width} px: {s}" for width in WIDTHS for s in reader[(page_name, width)].layout["sideways"]]
+    assert not problems, "\n".join(problems[:12])
+
+
+@pytest.mark.parametrize("page_name", PAGES)
+def test_no_line_starts_with_the_punctuation_after_a_formula(reader, page_name):
+    """A fifth reading of #28 met lines starting ", the feedback…" and ". The lab's…": the line
+    broke between a formula and its comma. The page keeps them together
+    (``_static/dpclip-page.js``, gluePunctuation)."""
+    problems = [f"{width} px: {s}" for width in WIDTHS for s in reader[(page_name, width)].layout["orphans"]]
+    assert not problems, "\n".join(problems[:12])
+
+
+@pytest.mark.parametrize("page_name", PAGES)
+def test_no_markup_shows_as_text(reader, page_name):
+    """What the page's scripts write (a slider's keyboard control, a legend) reads as text, not as
+    markup: a fifth reading of #28 met "G = ‖g<sub>1</sub>‖" under a slider."""
+    problems = [f"{width} px: {s!r}" for width in WIDTHS for s in reader[(page_name, width)].layout["markup"]]
     assert not problems, "\n".join(problems[:12])
 
 
@@ -1451,10 +1584,13 @@ def test_the_reader_checks_can_fail(chromium, tmp_path):
     # a title wider than the phone, and a bottom axis title drawn on the subplot title below it
     band.update_layout(title="A title far too long to fit on a phone, which plotly draws on one line and cuts",
                        xaxis=dict(domain=[0, 1], title="x of the top panel"), yaxis=dict(domain=[0.55, 1]),
-                       xaxis2=dict(anchor="y2"), yaxis2=dict(domain=[0, 0.5]),
+                       xaxis2=dict(anchor="y2"),
+                       # plotly's own log labels over two decades: "2x10" for 20
+                       yaxis2=dict(domain=[0, 0.5], type="log", range=[1, 3], exponentformat="power",
+                                   minorloglabels="complete"),
                        annotations=[dict(text="the lower panel, its title under the axis title", x=0.5, y=0.42,
                                          xref="paper", yref="paper", showarrow=False, yanchor="middle")])
-    band.add_trace(go.Scatter(x=[0, 1], y=[0, 1], xaxis="x2", yaxis="y2", name="lower"))
+    band.add_trace(go.Scatter(x=[0, 1], y=[12, 600], xaxis="x2", yaxis="y2", name="lower"))
     for f in (fig, band):   # plotly's own template (the book's shows whole hover names)
         f.update_layout(template="plotly_white")
     # a figure of the book's renderer (meta.dpclip_legend) whose HTML legend was never built
@@ -1479,6 +1615,12 @@ def test_the_reader_checks_can_fail(chromium, tmp_path):
         # a formula and a figure row a reader sees only by scrolling their boxes sideways
         + '<mjx-container display="true" style="display:block;overflow-x:auto;width:200px"><span style="display:inline-block;width:500px">x = 1</span></mjx-container>'
         + '<div style="overflow-x:auto;width:200px"><div class="plotly-graph-div" style="width:600px;height:10px"></div></div>'
+        + '<div style="overflow-x:auto;width:200px"><table style="width:600px"><tr><td>a wide table</td></tr></table></div>'
+        + '<p>G = ‖g&lt;sub&gt;1&lt;/sub&gt;‖ = 500</p><pre>display(HTML("&lt;br&gt;"))</pre>'
+        # a caption squeezed beside a table's block rows
+        + '<table style="display:block;width:300px"><caption style="display:table-cell;width:40px">a caption of some length here</caption></table>'
+        # a comma that starts a line after a formula
+        + '<p style="width:60px">a <span class="math"><mjx-container style="display:inline-block;width:58px">x</mjx-container></span>, then</p>'
         # a formula cut into lines in a column four times its width
         + '<mjx-container display="true" style="display:block;width:380px"><mjx-math style="display:inline-block;width:90px">'
         + '<mjx-linebox>a</mjx-linebox><mjx-linebox>b</mjx-linebox></mjx-math></mjx-container>'
@@ -1500,8 +1642,11 @@ def test_the_reader_checks_can_fail(chromium, tmp_path):
         httpd.server_close()
     assert layout["scrollWidth"] > 400 and layout["wide"], "a page wider than the phone was not flagged"
     assert layout["clipped"], "content cut off at a box's edge was not flagged"
-    assert [s.split(":")[0] for s in layout["sideways"]] == ["formula", "figure"], layout["sideways"]
+    assert any("squeezed to" in c for c in layout["clipped"]), layout["clipped"]
+    assert [s.split(":")[0] for s in layout["sideways"]] == ["formula", "figure", "table"], layout["sideways"]
     assert len(layout["squeezed"]) == 1 and "broken into 2 lines" in layout["squeezed"][0], layout["squeezed"]
+    assert len(layout["markup"]) == 1 and "g<sub>1</sub>" in layout["markup"][0], layout["markup"]
+    assert len(layout["orphans"]) == 1 and layout["orphans"][0].startswith('", then"'), layout["orphans"]
     first, second, third, fourth = (f["problems"] for f in figures)
     assert any("no room for its data" in p for p in fourth) and not any("no room" in p for p in first), fourth
     assert any('the legend has no entry for "DiceSGD"' in p for p in third), third
@@ -1514,6 +1659,7 @@ def test_the_reader_checks_can_fail(chromium, tmp_path):
     assert any("hover label cuts" in p for p in second), second
     assert any("cut at the figure's edge" in p for p in second), second
     assert any("an axis title on a title" in p for p in second), second
+    assert any("20 written as 2×10" in p for p in second) and not any("written as" in p for p in first + third), second
 
 
 def _raw_math_in_prose(dom: str) -> list[str]:

@@ -178,7 +178,7 @@ def test_live_is_a_placeholder_without_a_frontend(monkeypatch, env):
     assert calls == ([(1.5, 5, "dp_sgd", 7)] if env == dp.HTML_ONLY_ENV else [])
     assert not isinstance(out, widgets.Widget)
     html = out._repr_html_()
-    assert dp.LIVE_PLACEHOLDER_CLASS in html and "Binder" in html and "clip norm C" in html
+    assert dp.LIVE_PLACEHOLDER_CLASS in html and "Binder" in html and "dp.live(" in html and "no Python behind" not in html
 
 
 def test_live_control_that_fails_fails_the_build(monkeypatch):
@@ -545,3 +545,32 @@ def test_log_axes_label_their_minor_ticks_as_whole_numbers():
     fig = go.Figure(go.Scatter(x=[1, 100], y=[0.5, 20]), layout=dict(yaxis_type="log", xaxis=dict(type="log", minorloglabels="none")))
     layout = _reader_defaults(fig.to_plotly_json())["layout"]
     assert layout["yaxis"]["minorloglabels"] == "complete" and layout["xaxis"]["minorloglabels"] == "none"
+
+
+def test_log_axes_read_as_the_book_writes_numbers():
+    """A fifth reading of #28: plotly's "power" labels read "2x10" for 20 and "5x10⁻¹" for 0.5 on log
+    axes. The page's log axes carry their own labels: plain numbers where every tick lies in
+    [10⁻³, 10⁴), 10⁻⁵ and 2×10⁻⁵ beyond; an axis that names its ticks keeps them."""
+    from dpclip_lab.plotting import _reader_defaults, log_tick_text, log_ticks
+
+    assert [log_tick_text(v) for v in (0.002, 0.5, 20, 5000)] == ["0.002", "0.5", "20", "5000"]
+    assert [log_tick_text(v, plain=False) for v in (1e-5, 2e-5, 1.0, 10.0, 5e33)] == \
+        ["10⁻⁵", "2×10⁻⁵", "1", "10", "5×10³³"]
+    assert log_ticks(-1, 0.5) == [0.1, 0.2, 0.5, 1.0, 2.0]
+    assert len(log_ticks(-12, 34)) <= 8 and len(log_ticks(-5, 2)) == 8
+    with pytest.raises(ValueError, match="v must be a positive"):
+        log_tick_text(0.0)
+    with pytest.raises(ValueError, match="lo and hi"):
+        log_ticks(2, 1)
+    fig = go.Figure(go.Scatter(x=[20, 2000], y=[1e-6, 3e-2]),
+                    layout=dict(xaxis_type="log", yaxis=dict(type="log", range=[-5, 0]),
+                                yaxis2=dict(type="log", tickvals=[1, 10], ticktext=["one", "ten"])))
+    layout = _reader_defaults(fig.to_plotly_json())["layout"]
+    assert layout["xaxis"]["ticktext"] == ["20", "50", "100", "200", "500", "1000", "2000"]
+    assert layout["yaxis"]["ticktext"] == ["10⁻⁵", "10⁻⁴", "10⁻³", "10⁻²", "10⁻¹", "1"]
+    assert layout["yaxis2"]["ticktext"] == ["one", "ten"]
+    assert not any("x10" in t for ax in ("xaxis", "yaxis") for t in layout[ax]["ticktext"])
+    # numpy data reach the renderer as base64 typed arrays: their extent counts too
+    fig = go.Figure(go.Scatter(x=np.arange(1.0, 5.0), y=np.array([0.003, 0.01, 0.03, 0.07])), layout=dict(yaxis_type="log"))
+    layout = _reader_defaults(json.loads(pio.to_json(fig)))["layout"]
+    assert layout["yaxis"]["ticktext"] == ["0.005", "0.01", "0.02", "0.05"]
