@@ -29,7 +29,8 @@ c_q1 = float(grid_q1[int(torch.nonzero(probs >= 0.5)[0])])
     "q2": [
         {"mistake": "normalizes by mean|x| instead of twice that",
          "code": """
-_x = views[15]["cos"] - views[15]["cos"].mean()
+_cos = geo.cosines_to_mean(grads[15])
+_x = _cos - _cos.mean()
 _w1 = (torch.sort(_x).values - torch.sort(-_x).values).abs().mean()
 score_q2 = float(1 - _w1 / _x.abs().mean())
 """,
