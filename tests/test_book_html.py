@@ -747,9 +747,7 @@ ASCII_NOTATION = {
 
 def ascii_notation(html: str) -> list[str]:
     """Code's notation in the tables and figures of a page (its math and code left out)."""
-    texts = [re.sub(r"<code\b.*?</code>|\\\(.*?\\\)", " ", t, flags=re.S)
-             for t in re.findall(r"<table\b.*?</table>", html, flags=re.S)]
-    texts = [re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", t)) for t in texts]
+    texts = _table_texts(re.sub(r"<code\b.*?</code>|\\\(.*?\\\)", " ", html, flags=re.S))
     texts += [json.loads(f'"{m.group(1)}"') for m in _FIGURE_TEXT.finditer(html)]
     return [f"{what}: ...{t[max(0, m.start() - 40):m.end() + 20]}..." for t in texts
             for what, p in ASCII_NOTATION.items() for m in p.finditer(t)]

@@ -388,8 +388,8 @@ def _visible_code(nb):
 _REMOVED = {"remove-input", "remove-cell"}
 
 
-def _names(source: str) -> tuple[set[str], set[str]]:
-    """(names a cell defines, names it reads) — module level and inside functions alike."""
+def _tree(source: str):
+    """A code cell's syntax tree (its ``%`` and ``!`` lines left out), or None where it does not parse."""
     import ast
     import warnings
 
@@ -397,8 +397,17 @@ def _names(source: str) -> tuple[set[str], set[str]]:
     try:
         with warnings.catch_warnings():   # a cell's regex "\s" in a plain string: the chapter's business
             warnings.simplefilter("ignore")
-            tree = ast.parse(code)
+            return ast.parse(code)
     except SyntaxError:
+        return None
+
+
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """(names a cell defines, names it reads) — module level and inside functions alike."""
+    import ast
+
+    tree = _tree(source)
+    if tree is None:
         return set(), set()
     defined, read = set(), set()
     for node in ast.walk(tree):
@@ -417,11 +426,9 @@ def _functions(source: str) -> set[str]:
     """Names of the functions and classes a cell defines at its top level."""
     import ast
 
-    try:
-        tree = ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
-    except SyntaxError:
-        return set()
-    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    tree = _tree(source)
+    return set() if tree is None else \
+        {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
 
 
 def names_from_removed_cells(nb) -> list[str]:
